@@ -1,0 +1,94 @@
+// Device: the physical memory a policy reserves from (design.md, "The core vocabulary").
+//
+// Two families of calls, as on a CUDA GPU:
+//  - malloc/free, like cudaMalloc/cudaFree: a contiguous range backed by memory at once;
+//  - the virtual-memory calls of CUDA VMM: reserve_range/release_range take address space only,
+//    map/unmap attach or detach physical memory in whole pages of granularity() bytes.
+//
+// Reserved bytes are measured here, in this non-virtual base (RMM's do_allocate pattern): a
+// policy cannot misreport them. reserved = bytes of live malloc ranges + bytes of mapped pages.
+// Listeners see every successful call (validation compares them with recorded segment events).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fraglab/types.hpp"
+
+namespace fraglab {
+
+enum class DeviceCall : std::uint8_t { Malloc, Free, Map, Unmap };
+
+class DeviceListener {
+ public:
+  virtual ~DeviceListener() = default;
+  virtual void on_device_call(DeviceCall call, Addr addr, Bytes size) = 0;
+};
+
+struct DeviceCounters {
+  std::uint64_t malloc_calls = 0;  // successful
+  std::uint64_t malloc_failures = 0;
+  std::uint64_t free_calls = 0;
+  std::uint64_t map_calls = 0;  // successful
+  std::uint64_t map_failures = 0;
+  std::uint64_t unmap_calls = 0;
+  std::uint64_t reserve_calls = 0;
+  std::uint64_t release_calls = 0;
+};
+
+class Device {
+ public:
+  static constexpr Addr kAnyAddress = 0;
+
+  virtual ~Device() = default;
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual std::string kind() const = 0;   // "sim", "cuda:0", ...
+  virtual Bytes capacity() const = 0;     // total device memory
+  virtual Bytes granularity() const = 0;  // physical page size of map/unmap (2 MiB)
+
+  // cudaMalloc. `at` asks for a specific address (rebuilding recorded state, validation); a
+  // device that cannot honour it places the range elsewhere. nullopt = out of memory.
+  std::optional<Addr> malloc(Bytes size, Addr at = kAnyAddress);
+  void free(Addr addr);  // the address malloc returned
+  // CUDA VMM: address space only (no reserved bytes), then pages mapped into it.
+  std::optional<Addr> reserve_range(Bytes size, Addr at = kAnyAddress);
+  void release_range(Addr addr);
+  bool map(Addr addr, Bytes size);  // size: a multiple of granularity(); false = out of memory
+  void unmap(Addr addr, Bytes size);
+
+  Bytes reserved() const { return reserved_; }
+  Bytes peak_reserved() const { return peak_reserved_; }
+  const DeviceCounters& counters() const { return counters_; }
+  std::uint64_t device_allocs() const { return counters_.malloc_calls + counters_.map_calls; }
+  std::uint64_t device_frees() const { return counters_.free_calls + counters_.unmap_calls; }
+
+  void add_listener(DeviceListener* listener) { listeners_.push_back(listener); }
+  void remove_listener(DeviceListener* listener);
+
+ protected:
+  virtual std::optional<Addr> do_malloc(Bytes size, Addr at) = 0;
+  virtual Bytes do_free(Addr addr) = 0;  // returns the bytes released
+  virtual std::optional<Addr> do_reserve_range(Bytes size, Addr at) = 0;
+  virtual void do_release_range(Addr addr) = 0;
+  virtual bool do_map(Addr addr, Bytes size) = 0;
+  virtual void do_unmap(Addr addr, Bytes size) = 0;
+  // Bytes a successful malloc of `size` adds to reserved (the driver's own rounding).
+  virtual Bytes malloc_footprint(Bytes size) const = 0;
+
+ private:
+  void notify(DeviceCall call, Addr addr, Bytes size);
+  void add_reserved(Bytes bytes);
+
+  Bytes reserved_ = 0;
+  Bytes peak_reserved_ = 0;
+  DeviceCounters counters_;
+  std::vector<DeviceListener*> listeners_;
+};
+
+}  // namespace fraglab

@@ -1,0 +1,135 @@
+// Policy: an allocator design under test (design.md, "The core vocabulary").
+//
+// A policy hands out blocks carved from memory it reserves on a Device. It never reads traces or
+// writes reports; the Replayer drives it. All of its reserved memory comes from the Device, so
+// reserved bytes are measured the same way for every policy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fraglab/device.hpp"
+#include "fraglab/trace.hpp"
+#include "fraglab/types.hpp"
+
+namespace fraglab {
+
+// A block handed to the program. `size` is the block size after the policy's rounding and
+// splitting (allocated bytes), `requested` what the program asked for. `cookie` is the policy's
+// own handle (an index, a pointer) so it need not look the block up by address.
+struct Block {
+  Addr addr = 0;
+  Bytes size = 0;
+  Bytes requested = 0;
+  StreamId stream = 0;
+  std::uint64_t cookie = 0;
+};
+
+// Counters every policy reports. Policies without the concept leave a counter at 0.
+struct PolicyCounters {
+  std::uint64_t num_alloc_retries = 0;  // cache flushes followed by a retry (PyTorch's count)
+  std::uint64_t num_ooms = 0;
+};
+
+// A reserved region as the policy sees it, for reports and snapshot export.
+struct SegmentView {
+  Addr addr = 0;
+  Bytes size = 0;
+  StreamId stream = 0;
+  std::string pool;  // "small", "large", "arena", ...
+  bool expandable = false;
+  struct Piece {
+    Addr addr;
+    Bytes size;
+    bool allocated;
+  };
+  std::vector<Piece> blocks;  // address order
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // Offline policies may look at the whole trace before the replay; others ignore it.
+  virtual void prepare(const Trace& /*trace*/) {}
+  // Rebuilds the state a cut-off trace starts from. Returns one Block per initial allocation, in
+  // the order given. The default allocates each initial allocation as a normal request.
+  virtual std::vector<std::optional<Block>> adopt(const InitialState& initial);
+
+  // nullopt = out of memory (the policy counts it in num_ooms and keeps a message).
+  virtual std::optional<Block> allocate(Bytes size, StreamId stream) = 0;
+  // The program freed the block; it may still be in use on other streams until free_completed.
+  virtual void free_requested(const Block& block) = 0;
+  // The block is really free now and may be reused.
+  virtual void free_completed(const Block& block) = 0;
+  virtual void free(const Block& block) {
+    free_requested(block);
+    free_completed(block);
+  }
+  virtual void empty_cache() {}
+
+  virtual PolicyCounters counters() const = 0;
+  // Policy-specific statistics in a stable order, e.g. PyTorch's memory_stats() keys.
+  virtual std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const { return {}; }
+  virtual std::vector<SegmentView> segments() const { return {}; }
+  // One line on the last out-of-memory, in the policy's own words (PyTorch's message text).
+  virtual std::string last_oom_message() const { return {}; }
+};
+
+// ---- registry ---------------------------------------------------------------------------------
+
+struct PolicyOption {
+  std::string name;
+  std::string default_value;
+  std::string help;
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string summary;  // one line: what it models
+  std::string source;   // where its behaviour comes from, and what it simplifies
+  std::vector<PolicyOption> options;
+  // Builds the policy from the OPTIONS part of "NAME:OPTIONS" (may be empty). Throws InputError
+  // naming the key and the accepted values on a bad option.
+  std::function<std::unique_ptr<Policy>(std::string_view options, Device& device)> create;
+};
+
+class PolicyRegistry {
+ public:
+  static PolicyRegistry& instance();
+  void add(PolicyInfo info);
+  const PolicyInfo* find(std::string_view name) const;
+  std::vector<const PolicyInfo*> all() const;  // sorted by name
+
+ private:
+  std::map<std::string, PolicyInfo, std::less<>> policies_;
+};
+
+// Registers a policy at static-initialisation time: one of these per policy folder.
+struct PolicyRegistration {
+  explicit PolicyRegistration(PolicyInfo info) { PolicyRegistry::instance().add(std::move(info)); }
+};
+
+// "NAME[:OPTIONS]" -> a policy. Throws InputError on an unknown name or a bad option.
+std::unique_ptr<Policy> create_policy(std::string_view spec, Device& device);
+// The NAME part of a spec.
+std::string_view policy_name(std::string_view spec);
+
+// ---- option-list helpers for policies ---------------------------------------------------------
+
+// "key:value,key:value" with bracketed list values kept whole ("[256:1,>:8]").
+struct OptionItem {
+  std::string key;
+  std::string value;
+};
+// Splits OPTIONS into items, in order. Throws InputError naming `policy` on a missing value.
+std::vector<OptionItem> split_options(std::string_view options, std::string_view policy);
+
+}  // namespace fraglab

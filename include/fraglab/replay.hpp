@@ -1,0 +1,95 @@
+// Replayer: drives a Trace through a Policy on a Device, single-threaded and deterministic, and
+// measures the metrics of design.md ("Results JSON"). Observers (timeline, invariant checker,
+// validation) see the state after every event; they compose, the loop knows none of them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fraglab/device.hpp"
+#include "fraglab/policy.hpp"
+#include "fraglab/trace.hpp"
+
+namespace fraglab {
+
+// What a replay measured. Definitions (the one place in the code; README repeats them):
+//  requested = bytes the program asked for and still holds: an allocation counts from its alloc
+//              until its free *completes*;
+//  allocated = bytes of the blocks handed out (after the policy's rounding), from alloc until
+//              the free is *requested* (PyTorch's allocated_bytes);
+//  reserved  = bytes the device has mapped for the policy (measured by the Device).
+struct Metrics {
+  Bytes peak_requested = 0;
+  Bytes peak_allocated = 0;
+  Bytes peak_reserved = 0;  // the device's own peak (may be reached inside an event)
+  Bytes reserved_at_start = 0;  // after the initial state is rebuilt, before event 0
+  Bytes reserved_at_end = 0;
+  Bytes allocated_at_peak_reserved = 0;  // after the first event at which reserved hit its peak
+  std::int64_t peak_reserved_event = -1;  // index of that event; -1 when the start state is the peak
+  double fragmentation_at_peak = 0;  // 1 - allocated/reserved at that moment
+  double peak_utilization = 0;       // peak allocated / peak reserved
+  std::uint64_t num_alloc_retries = 0;
+  std::uint64_t num_ooms = 0;
+  std::uint64_t num_device_alloc = 0;  // successful cudaMalloc + map calls
+  std::uint64_t num_device_free = 0;   // cudaFree + unmap calls
+};
+
+struct OomRecord {
+  std::uint64_t event_index = 0;
+  Bytes size = 0;
+  StreamId stream = 0;
+  std::string message;
+};
+
+// The state after one event, as observers see it.
+struct ReplayPoint {
+  std::uint64_t event_index = 0;
+  const Event* event = nullptr;
+  Bytes requested = 0;
+  Bytes allocated = 0;
+  Bytes reserved = 0;
+  // For alloc events: the block handed out (nullopt on OOM or for other ops).
+  const Block* block = nullptr;
+};
+
+class ReplayObserver {
+ public:
+  virtual ~ReplayObserver() = default;
+  // After the initial state is rebuilt, before event 0.
+  virtual void on_start(const Trace& /*trace*/, const Policy& /*policy*/) {}
+  virtual void on_event(const ReplayPoint& point) = 0;
+  virtual void on_finish() {}
+};
+
+struct ReplayOptions {
+  bool stop_on_oom = false;
+};
+
+struct ReplayResult {
+  std::string policy;  // the spec string it was created from
+  Metrics metrics;
+  std::vector<OomRecord> ooms;
+  bool stopped_on_oom = false;
+  std::uint64_t events_replayed = 0;
+  double seconds = 0;  // wall time of the replay loop (informational; not deterministic)
+  std::vector<std::pair<std::string, std::int64_t>> detailed_stats;
+};
+
+class Replayer {
+ public:
+  Replayer(const Trace& trace, Policy& policy, Device& device, ReplayOptions options = {});
+  void add_observer(ReplayObserver* observer) { observers_.push_back(observer); }
+  // Rebuilds the initial state, replays every event, returns the metrics. Call once.
+  ReplayResult run(std::string policy_spec);
+
+ private:
+  const Trace& trace_;
+  Policy& policy_;
+  Device& device_;
+  ReplayOptions options_;
+  std::vector<ReplayObserver*> observers_;
+};
+
+}  // namespace fraglab

@@ -1,0 +1,38 @@
+// Renderers for replay results: the stable results JSON of design.md and a text table.
+// Output is deterministic: wall-clock figures are included only when asked for.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fraglab/replay.hpp"
+#include "fraglab/trace.hpp"
+
+namespace fraglab {
+
+struct DeviceDescription {
+  std::string kind;
+  Bytes capacity = 0;
+  Bytes external = 0;
+};
+
+struct ReportOptions {
+  bool include_timing = false;  // replay seconds and events/s (not deterministic)
+  bool include_stats = false;   // the policy's detailed statistics
+};
+
+// {"trace": {...}, "device": {...}, "runs": [...]} with the stable keys of design.md.
+nlohmann::json results_json(const Trace& trace, const TraceSummary& summary,
+                            const DeviceDescription& device, const std::vector<ReplayResult>& runs,
+                            const ReportOptions& options = {});
+nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options = {});
+
+// A fixed-width table, one row per run, for a terminal.
+std::string results_table(const TraceSummary& summary, const std::vector<ReplayResult>& runs,
+                          const ReportOptions& options = {});
+
+// "1.50 GiB", "512.00 MiB", "12 B": binary units, two decimals.
+std::string format_bytes(Bytes bytes);
+
+}  // namespace fraglab

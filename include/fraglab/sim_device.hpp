@@ -1,0 +1,90 @@
+// SimDevice: a deterministic simulated GPU.
+//
+// Model:
+//  - capacity bytes of physical memory, of which `external` bytes are held outside the allocator
+//    (the CUDA context, NCCL buffers, another process); what is left is what malloc and map use;
+//  - cudaMalloc reserves its size rounded up to kMallocAlignment (the driver packs small
+//    allocations into shared pages; we do not model the driver's own fragmentation), and fails
+//    when that would exceed the memory left, like cudaMalloc's cudaErrorMemoryAllocation;
+//  - VMM pages are granularity() = 2 MiB; map/unmap sizes must be whole pages;
+//  - addresses: a request for a specific address is honoured when the range is free; otherwise
+//    ranges are placed by a bump pointer from kBaseAddress (2 MiB aligned for ranges of at
+//    least a page), so the same calls always give the same addresses.
+//
+// A Device spec string is "sim", "sim:40GiB" or "sim:80GiB,external:1GiB" (parse_sim_device).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string_view>
+
+#include "fraglab/device.hpp"
+
+namespace fraglab {
+
+struct SimDeviceConfig {
+  Bytes capacity = 80 * GiB;
+  Bytes external = 0;  // bytes held outside the allocator
+};
+
+class SimDevice final : public Device {
+ public:
+  static constexpr Bytes kPage = 2 * MiB;
+  static constexpr Bytes kMallocAlignment = 512;
+  static constexpr Addr kBaseAddress = 0x7f0000000000ull;
+
+  explicit SimDevice(SimDeviceConfig config = {});
+
+  std::string kind() const override;
+  Bytes capacity() const override { return config_.capacity; }
+  Bytes granularity() const override { return kPage; }
+  Bytes external() const { return config_.external; }
+  // Physical bytes in use by malloc ranges and mapped pages (what capacity limits).
+  Bytes physical_in_use() const { return physical_in_use_; }
+
+  // Validation replays hand out the addresses a recorded run got: the next malloc (or
+  // reserve_range) that asks for no particular address is placed at the hinted one when that
+  // range is free. Hints are used once, in order; clear_hints() drops unused ones.
+  void hint_next_malloc(Addr addr) { malloc_hints_.push_back(addr); }
+  void hint_next_range(Addr addr) { range_hints_.push_back(addr); }
+  void clear_hints() {
+    malloc_hints_.clear();
+    range_hints_.clear();
+  }
+
+ protected:
+  std::optional<Addr> do_malloc(Bytes size, Addr at) override;
+  Bytes do_free(Addr addr) override;
+  std::optional<Addr> do_reserve_range(Bytes size, Addr at) override;
+  void do_release_range(Addr addr) override;
+  bool do_map(Addr addr, Bytes size) override;
+  void do_unmap(Addr addr, Bytes size) override;
+  Bytes malloc_footprint(Bytes size) const override;
+
+ private:
+  struct Range {
+    Bytes size;
+    bool vmm;  // reserved address range (pages mapped separately) vs a malloc range
+  };
+  bool range_is_free(Addr addr, Bytes size) const;
+  Addr place(Bytes size, Addr at);
+  const std::pair<const Addr, Range>* containing_vmm_range(Addr addr, Bytes size) const;
+
+  SimDeviceConfig config_;
+  Bytes physical_in_use_ = 0;
+  Addr next_address_ = kBaseAddress;
+  std::map<Addr, Range> ranges_;          // address space in use, by start address
+  std::map<Addr, Bytes> mapped_pages_;    // mapped runs (page multiples), by start address
+  std::deque<Addr> malloc_hints_;
+  std::deque<Addr> range_hints_;
+};
+
+// Parses "sim", "sim:40GiB", "sim:40GiB,external:1GiB", "sim:capacity:40GiB,external:512MiB".
+// Throws InputError naming the spec on anything else.
+SimDeviceConfig parse_sim_device(std::string_view spec);
+
+// "80GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes. Throws InputError on garbage.
+Bytes parse_byte_size(std::string_view text, std::string_view what);
+
+}  // namespace fraglab

@@ -1,0 +1,35 @@
+// TimelineWriter: a ReplayObserver that writes one CSV row per event (or every Nth event, plus
+// every event that changes reserved bytes, so no segment action is lost to sampling) as the
+// replay runs: columns policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step.
+// `step` is the value of the latest `mark` whose label is "step" (empty before the first).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "fraglab/replay.hpp"
+
+namespace fraglab {
+
+class TimelineWriter final : public ReplayObserver {
+ public:
+  TimelineWriter(std::ostream& out, std::string policy, std::uint64_t every = 1);
+  static void write_header(std::ostream& out);
+
+  void on_start(const Trace& trace, const Policy& policy) override;
+  void on_event(const ReplayPoint& point) override;
+  void on_finish() override;
+
+ private:
+  std::ostream& out_;
+  std::string policy_;
+  std::uint64_t every_;
+  const Trace* trace_ = nullptr;
+  std::uint32_t step_label_ = kNoString;
+  std::string step_;
+  Bytes last_reserved_ = 0;
+  std::string buffer_;
+};
+
+}  // namespace fraglab

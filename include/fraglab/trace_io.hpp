@@ -1,0 +1,35 @@
+// Reading and writing traces: native JSONL (optionally gzip-compressed) and PyTorch memory
+// snapshot pickles. read_trace() picks the reader from the file's first bytes.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <string_view>
+
+#include "fraglab/trace.hpp"
+
+namespace fraglab {
+
+struct TraceReadOptions {
+  // Snapshots hold one trace per device: which one to read. -1 = the only device that has
+  // events or segments (an error naming the devices when there are several).
+  int device_index = -1;
+};
+
+// Any supported file: a pickle (first byte 0x80), gzip (1f 8b, decompressed then sniffed again)
+// or JSONL. Throws InputError naming the file (and line / event) on bad input.
+Trace read_trace(const std::string& path, const TraceReadOptions& options = {});
+
+// Native JSONL (design.md "Native trace"). `origin` names the input in error messages.
+Trace parse_jsonl(std::string_view text, std::string_view origin);
+void write_jsonl(const Trace& trace, std::ostream& out);
+void write_jsonl_file(const Trace& trace, const std::string& path);  // ".gz" suffix: gzip
+
+// PyTorch snapshot pickle bytes -> Trace for one device, initial state rebuilt (cca-spec §12).
+Trace parse_snapshot(std::string_view bytes, std::string_view origin,
+                     const TraceReadOptions& options = {});
+
+// Whole file into memory; gzip input is decompressed. Throws InputError if unreadable.
+std::string read_file_bytes(const std::string& path);
+
+}  // namespace fraglab

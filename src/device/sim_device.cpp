@@ -1,0 +1,235 @@
+// SimDevice: see include/fraglab/sim_device.hpp for the model.
+//
+// Invariants:
+//  - ranges_ never overlap; a malloc range is backed entirely, a VMM range only where pages are
+//    mapped;
+//  - mapped_pages_ holds disjoint, non-adjacent runs (adjacent runs are merged), each inside one
+//    VMM range, each a whole number of pages;
+//  - physical_in_use_ = Σ malloc footprints + Σ mapped run sizes ≤ capacity − external.
+// Misuse by a policy (freeing an unknown address, unmapping what is not mapped) is a bug in the
+// policy, not bad input: it throws std::logic_error.
+#include "fraglab/sim_device.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+namespace fraglab {
+namespace {
+
+constexpr Bytes align_up(Bytes value, Bytes alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
+SimDevice::SimDevice(SimDeviceConfig config) : config_(config) {
+  if (config_.external > config_.capacity) {
+    throw InputError(fmt::format("device: external bytes ({}) exceed the capacity ({})",
+                                 config_.external, config_.capacity));
+  }
+}
+
+std::string SimDevice::kind() const { return "sim"; }
+
+Bytes SimDevice::malloc_footprint(Bytes size) const {
+  return align_up(std::max<Bytes>(size, 1), kMallocAlignment);
+}
+
+bool SimDevice::range_is_free(Addr addr, Bytes size) const {
+  if (addr == 0 || size == 0 || addr + size < addr) return false;
+  auto next = ranges_.lower_bound(addr);
+  if (next != ranges_.end() && next->first < addr + size) return false;
+  if (next != ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > addr) return false;
+  }
+  return true;
+}
+
+Addr SimDevice::place(Bytes size, Addr at) {
+  if (at != kAnyAddress && range_is_free(at, size)) return at;
+  const Bytes alignment = size >= kPage ? kPage : kMallocAlignment;
+  Addr addr = align_up(next_address_, alignment);
+  // Skip past ranges placed at requested addresses that lie in the bump pointer's way.
+  for (;;) {
+    auto next = ranges_.lower_bound(addr);
+    if (next != ranges_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second.size > addr) {
+        addr = align_up(prev->first + prev->second.size, alignment);
+        continue;
+      }
+    }
+    if (next != ranges_.end() && next->first < addr + size) {
+      addr = align_up(next->first + next->second.size, alignment);
+      continue;
+    }
+    break;
+  }
+  next_address_ = addr + size;
+  return addr;
+}
+
+std::optional<Addr> SimDevice::do_malloc(Bytes size, Addr at) {
+  const Bytes footprint = malloc_footprint(size);
+  if (footprint > config_.capacity - config_.external - physical_in_use_) return std::nullopt;
+  if (at == kAnyAddress && !malloc_hints_.empty()) {
+    at = malloc_hints_.front();
+    malloc_hints_.pop_front();
+  }
+  const Addr addr = place(footprint, at);
+  ranges_.emplace(addr, Range{footprint, false});
+  physical_in_use_ += footprint;
+  return addr;
+}
+
+Bytes SimDevice::do_free(Addr addr) {
+  auto it = ranges_.find(addr);
+  if (it == ranges_.end() || it->second.vmm) {
+    throw std::logic_error(fmt::format("sim device: free of 0x{:x}, which malloc did not return", addr));
+  }
+  const Bytes footprint = it->second.size;
+  ranges_.erase(it);
+  physical_in_use_ -= footprint;
+  return footprint;
+}
+
+std::optional<Addr> SimDevice::do_reserve_range(Bytes size, Addr at) {
+  const Bytes rounded = align_up(std::max<Bytes>(size, 1), kPage);
+  if (at == kAnyAddress && !range_hints_.empty()) {
+    at = range_hints_.front();
+    range_hints_.pop_front();
+  }
+  const Addr addr = place(rounded, at);
+  ranges_.emplace(addr, Range{rounded, true});
+  return addr;
+}
+
+void SimDevice::do_release_range(Addr addr) {
+  auto it = ranges_.find(addr);
+  if (it == ranges_.end() || !it->second.vmm) {
+    throw std::logic_error(fmt::format("sim device: release of 0x{:x}, not a reserved range", addr));
+  }
+  auto mapped = mapped_pages_.lower_bound(addr);
+  if (mapped != mapped_pages_.end() && mapped->first < addr + it->second.size) {
+    throw std::logic_error(fmt::format("sim device: release of 0x{:x} while pages are mapped", addr));
+  }
+  ranges_.erase(it);
+}
+
+const std::pair<const Addr, SimDevice::Range>* SimDevice::containing_vmm_range(Addr addr,
+                                                                               Bytes size) const {
+  auto next = ranges_.upper_bound(addr);
+  if (next == ranges_.begin()) return nullptr;
+  auto range = std::prev(next);
+  if (!range->second.vmm || addr + size > range->first + range->second.size) return nullptr;
+  return &*range;
+}
+
+bool SimDevice::do_map(Addr addr, Bytes size) {
+  if (size == 0 || size % kPage != 0 || containing_vmm_range(addr, size) == nullptr) {
+    throw std::logic_error(
+        fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range",
+                    size, addr));
+  }
+  auto next = mapped_pages_.lower_bound(addr);
+  if ((next != mapped_pages_.end() && next->first < addr + size) ||
+      (next != mapped_pages_.begin() && std::prev(next)->first + std::prev(next)->second > addr)) {
+    throw std::logic_error(fmt::format("sim device: map at 0x{:x} overlaps mapped pages", addr));
+  }
+  if (size > config_.capacity - config_.external - physical_in_use_) return false;
+  physical_in_use_ += size;
+  // Merge with adjacent runs so the run set stays canonical.
+  Addr start = addr;
+  Bytes length = size;
+  if (next != mapped_pages_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == addr) {
+      start = prev->first;
+      length += prev->second;
+      mapped_pages_.erase(prev);
+    }
+  }
+  if (next != mapped_pages_.end() && next->first == addr + size) {
+    length += next->second;
+    mapped_pages_.erase(next);
+  }
+  mapped_pages_[start] = length;
+  return true;
+}
+
+void SimDevice::do_unmap(Addr addr, Bytes size) {
+  auto next = mapped_pages_.upper_bound(addr);
+  if (size == 0 || size % kPage != 0 || next == mapped_pages_.begin()) {
+    throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x}: not mapped", size, addr));
+  }
+  auto run = std::prev(next);
+  const Addr run_start = run->first;
+  const Bytes run_size = run->second;
+  if (addr + size > run_start + run_size) {
+    throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x}: not mapped", size, addr));
+  }
+  mapped_pages_.erase(run);
+  if (addr > run_start) mapped_pages_[run_start] = addr - run_start;
+  if (addr + size < run_start + run_size) mapped_pages_[addr + size] = run_start + run_size - addr - size;
+  physical_in_use_ -= size;
+}
+
+Bytes parse_byte_size(std::string_view text, std::string_view what) {
+  auto fail = [&]() -> Bytes {
+    throw InputError(fmt::format("{}: '{}' is not a byte size (expected e.g. 80GiB, 512MiB, 1.5GB, 4096)",
+                                 what, text));
+  };
+  if (text.empty()) return fail();
+  double number = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, number);
+  if (ec != std::errc() || number < 0 || !std::isfinite(number)) return fail();
+  std::string unit(ptr, end);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "kib" || unit == "k") scale = 1024.0;
+  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") scale = 1e3;
+  else if (unit == "mb") scale = 1e6;
+  else if (unit == "gb") scale = 1e9;
+  else if (unit == "tb") scale = 1e12;
+  else return fail();
+  const double bytes = number * scale;
+  if (bytes >= 1.8e19) return fail();
+  return static_cast<Bytes>(std::llround(bytes));
+}
+
+SimDeviceConfig parse_sim_device(std::string_view spec) {
+  SimDeviceConfig config;
+  auto bad = [&](std::string_view why) {
+    throw InputError(fmt::format("--device '{}': {} (expected sim[:CAPACITY][,external:BYTES], "
+                                 "e.g. sim:40GiB,external:1GiB)",
+                                 spec, why));
+  };
+  if (spec.substr(0, 3) != "sim" || (spec.size() > 3 && spec[3] != ':')) bad("unknown device kind");
+  std::string_view rest = spec.size() > 4 ? spec.substr(4) : std::string_view{};
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const size_t colon = item.find(':');
+    std::string_view key = colon == std::string_view::npos ? std::string_view{"capacity"} : item.substr(0, colon);
+    std::string_view value = colon == std::string_view::npos ? item : item.substr(colon + 1);
+    if (key == "capacity") config.capacity = parse_byte_size(value, "device capacity");
+    else if (key == "external") config.external = parse_byte_size(value, "device external bytes");
+    else bad(fmt::format("unknown key '{}' (accepted: capacity, external)", key));
+  }
+  if (config.capacity == 0) bad("capacity must be positive");
+  if (config.external > config.capacity) bad("external bytes exceed the capacity");
+  return config;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,58 @@
+#include "fraglab/timeline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace fraglab {
+
+namespace {
+// Policy specs contain commas ("pytorch:a:1,b:2"): quote them for CSV.
+std::string csv_quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + '"';
+}
+}  // namespace
+
+TimelineWriter::TimelineWriter(std::ostream& out, std::string policy, std::uint64_t every)
+    : out_(out), policy_(csv_quote(policy)), every_(std::max<std::uint64_t>(every, 1)) {}
+
+void TimelineWriter::write_header(std::ostream& out) {
+  out << "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step\n";
+}
+
+void TimelineWriter::on_start(const Trace& trace, const Policy& /*policy*/) {
+  trace_ = &trace;
+  auto it = std::find(trace.strings.begin(), trace.strings.end(), "step");
+  step_label_ = it == trace.strings.end() ? kNoString : static_cast<std::uint32_t>(it - trace.strings.begin());
+}
+
+void TimelineWriter::on_event(const ReplayPoint& point) {
+  const Event& e = *point.event;
+  if (e.op == Op::Mark && e.id == step_label_) {
+    step_ = trace_->string_at(static_cast<std::uint32_t>(e.size));
+    if (step_.size() >= 2 && step_.front() == '"') step_ = step_.substr(1, step_.size() - 2);
+  }
+  const bool reserved_changed = point.reserved != last_reserved_;
+  last_reserved_ = point.reserved;
+  if (point.event_index % every_ != 0 && !reserved_changed) return;
+  fmt::format_to(std::back_inserter(buffer_), "{},{},{},{},{},{},{}\n", policy_, point.event_index, op_name(e.op),
+                 point.requested, point.allocated, point.reserved, step_);
+  // Write as we go: a long replay that is interrupted keeps what it measured.
+  if (buffer_.size() > (1u << 16)) {
+    out_ << buffer_;
+    buffer_.clear();
+  }
+}
+
+void TimelineWriter::on_finish() {
+  out_ << buffer_;
+  buffer_.clear();
+  out_.flush();
+}
+
+}  // namespace fraglab

@@ -1,0 +1,57 @@
+// The results JSON of design.md. The keys listed there are stable: add keys, never rename them.
+#include "fraglab/report.hpp"
+
+namespace fraglab {
+
+nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
+  const Metrics& m = run.metrics;
+  nlohmann::json j = {
+      {"policy", run.policy},
+      {"peak_reserved_bytes", m.peak_reserved},
+      {"peak_allocated_bytes", m.peak_allocated},
+      {"peak_requested_bytes", m.peak_requested},
+      {"fragmentation_at_peak", m.fragmentation_at_peak},
+      {"peak_utilization", m.peak_utilization},
+      {"num_alloc_retries", m.num_alloc_retries},
+      {"num_ooms", m.num_ooms},
+      {"num_device_alloc", m.num_device_alloc},
+      {"num_device_free", m.num_device_free},
+      {"reserved_at_start_bytes", m.reserved_at_start},
+      {"reserved_at_end_bytes", m.reserved_at_end},
+      {"allocated_at_peak_reserved_bytes", m.allocated_at_peak_reserved},
+      {"peak_reserved_event", m.peak_reserved_event},
+      {"events_replayed", run.events_replayed},
+      {"stopped_on_oom", run.stopped_on_oom},
+  };
+  nlohmann::json ooms = nlohmann::json::array();
+  for (const OomRecord& oom : run.ooms) {
+    ooms.push_back({{"event", oom.event_index}, {"size", oom.size}, {"stream", oom.stream}, {"message", oom.message}});
+  }
+  j["ooms"] = std::move(ooms);
+  if (options.include_stats) {
+    nlohmann::json stats = nlohmann::json::object();
+    for (const auto& [key, value] : run.detailed_stats) stats[key] = value;
+    j["stats"] = std::move(stats);
+  }
+  if (options.include_timing) {
+    j["replay_seconds"] = run.seconds;
+    j["events_per_second"] = run.seconds > 0 ? static_cast<double>(run.events_replayed) / run.seconds : 0.0;
+  }
+  return j;
+}
+
+nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
+                            const std::vector<ReplayResult>& runs, const ReportOptions& options) {
+  nlohmann::json j;
+  j["trace"] = {{"name", trace.name},
+                {"source", trace.source},
+                {"events", summary.events},
+                {"allocs", summary.allocs},
+                {"peak_requested_bytes", summary.peak_requested}};
+  j["device"] = {{"kind", device.kind}, {"capacity_bytes", device.capacity}, {"external_bytes", device.external}};
+  j["runs"] = nlohmann::json::array();
+  for (const ReplayResult& run : runs) j["runs"].push_back(run_json(run, options));
+  return j;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,42 @@
+// Text table of replay results, for a terminal.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "fraglab/report.hpp"
+
+namespace fraglab {
+
+std::string format_bytes(Bytes bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < KiB) return fmt::format("{} B", bytes);
+  if (bytes < MiB) return fmt::format("{:.2f} KiB", b / KiB);
+  if (bytes < GiB) return fmt::format("{:.2f} MiB", b / MiB);
+  return fmt::format("{:.2f} GiB", b / GiB);
+}
+
+std::string results_table(const TraceSummary& summary, const std::vector<ReplayResult>& runs,
+                          const ReportOptions& options) {
+  size_t policy_width = 6;
+  for (const ReplayResult& r : runs) policy_width = std::max(policy_width, r.policy.size());
+  std::string out = fmt::format("{:<{}}  {:>12}  {:>12}  {:>12}  {:>8}  {:>7}  {:>7}  {:>5}  {:>9}  {:>9}",
+                                "policy", policy_width, "peak_resv", "peak_alloc", "peak_req", "frag@pk",
+                                "util", "retries", "ooms", "dev_alloc", "dev_free");
+  if (options.include_timing) out += fmt::format("  {:>10}", "Mevents/s");
+  out += '\n';
+  for (const ReplayResult& r : runs) {
+    const Metrics& m = r.metrics;
+    out += fmt::format("{:<{}}  {:>12}  {:>12}  {:>12}  {:>8.4f}  {:>7.4f}  {:>7}  {:>5}  {:>9}  {:>9}", r.policy,
+                       policy_width, format_bytes(m.peak_reserved), format_bytes(m.peak_allocated),
+                       format_bytes(m.peak_requested), m.fragmentation_at_peak, m.peak_utilization,
+                       m.num_alloc_retries, m.num_ooms, m.num_device_alloc, m.num_device_free);
+    if (options.include_timing) {
+      out += fmt::format("  {:>10.2f}", r.seconds > 0 ? static_cast<double>(r.events_replayed) / r.seconds / 1e6 : 0.0);
+    }
+    out += '\n';
+  }
+  out += fmt::format("lower bound (peak requested): {}\n", format_bytes(summary.peak_requested));
+  return out;
+}
+
+}  // namespace fraglab

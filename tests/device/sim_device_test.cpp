@@ -1,0 +1,138 @@
+// SimDevice: capacity, placement, VMM calls and the reserved-bytes accounting of Device.
+#include <gtest/gtest.h>
+
+#include "fraglab/sim_device.hpp"
+
+namespace fraglab {
+namespace {
+
+struct Recorder : DeviceListener {
+  std::vector<std::tuple<DeviceCall, Addr, Bytes>> calls;
+  void on_device_call(DeviceCall call, Addr addr, Bytes size) override { calls.emplace_back(call, addr, size); }
+};
+
+TEST(SimDevice, MallocPlacesRangesDeterministicallyAndCountsReserved) {
+  SimDevice device({.capacity = 1 * GiB, .external = 0});
+  // First range at the base; a 20 MiB range is page aligned, so the next one starts right after.
+  auto a = device.malloc(20 * MiB);
+  auto b = device.malloc(2 * MiB);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a, SimDevice::kBaseAddress);
+  EXPECT_EQ(*b, SimDevice::kBaseAddress + 20 * MiB);
+  EXPECT_EQ(device.reserved(), 22 * MiB);
+  device.free(*a);
+  EXPECT_EQ(device.reserved(), 2 * MiB);
+  EXPECT_EQ(device.peak_reserved(), 22 * MiB);
+  EXPECT_EQ(device.counters().malloc_calls, 2u);
+  EXPECT_EQ(device.counters().free_calls, 1u);
+  // Addresses are not reused by the bump pointer: the same calls always give the same addresses.
+  auto c = device.malloc(20 * MiB);
+  EXPECT_EQ(*c, SimDevice::kBaseAddress + 22 * MiB);
+}
+
+TEST(SimDevice, SmallMallocsAreRoundedTo512Bytes) {
+  SimDevice device;
+  auto a = device.malloc(1);
+  auto b = device.malloc(513);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*b - *a, 512u);       // 1 byte occupies one 512-byte unit
+  EXPECT_EQ(device.reserved(), 512u + 1024u);
+}
+
+TEST(SimDevice, MallocFailsPastCapacityMinusExternal) {
+  SimDevice device({.capacity = 100 * MiB, .external = 30 * MiB});
+  EXPECT_TRUE(device.malloc(60 * MiB));
+  EXPECT_FALSE(device.malloc(12 * MiB));  // 60 + 12 > 70
+  EXPECT_TRUE(device.malloc(10 * MiB));   // exactly 70
+  EXPECT_EQ(device.counters().malloc_failures, 1u);
+  EXPECT_EQ(device.reserved(), 70 * MiB);
+}
+
+TEST(SimDevice, HonoursRequestedAddressWhenFree) {
+  SimDevice device;
+  const Addr wanted = 0x7f1234400000ull;
+  auto a = device.malloc(20 * MiB, wanted);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, wanted);
+  // Overlapping request: placed elsewhere.
+  auto b = device.malloc(2 * MiB, wanted + MiB);
+  ASSERT_TRUE(b);
+  EXPECT_NE(*b, wanted + MiB);
+}
+
+TEST(SimDevice, BumpPointerSkipsRangesPlacedAtRequestedAddresses) {
+  SimDevice device;
+  ASSERT_TRUE(device.malloc(4 * MiB, SimDevice::kBaseAddress + 2 * MiB));
+  auto a = device.malloc(4 * MiB);  // would overlap [base+2, base+6): placed after it
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, SimDevice::kBaseAddress + 6 * MiB);
+}
+
+TEST(SimDevice, VmmMapAndUnmapCountReservedInPages) {
+  SimDevice device({.capacity = 64 * MiB, .external = 0});
+  Recorder rec;
+  device.add_listener(&rec);
+  auto range = device.reserve_range(100 * MiB);  // address space only: nothing reserved
+  ASSERT_TRUE(range);
+  EXPECT_EQ(device.reserved(), 0u);
+  EXPECT_TRUE(device.map(*range, 20 * MiB));
+  EXPECT_TRUE(device.map(*range + 20 * MiB, 40 * MiB));
+  EXPECT_FALSE(device.map(*range + 60 * MiB, 20 * MiB));  // 80 MiB > 64 MiB capacity
+  EXPECT_EQ(device.reserved(), 60 * MiB);
+  device.unmap(*range + 10 * MiB, 20 * MiB);  // a hole in the middle of the merged run
+  EXPECT_EQ(device.reserved(), 40 * MiB);
+  EXPECT_EQ(device.device_allocs(), 2u);
+  EXPECT_EQ(device.device_frees(), 1u);
+  EXPECT_EQ(device.counters().map_failures, 1u);
+  ASSERT_EQ(rec.calls.size(), 3u);
+  EXPECT_EQ(rec.calls[2], std::make_tuple(DeviceCall::Unmap, *range + 10 * MiB, 20 * MiB));
+  EXPECT_THROW(device.unmap(*range + 10 * MiB, 2 * MiB), std::logic_error);  // not mapped any more
+  EXPECT_THROW(device.release_range(*range), std::logic_error);            // pages still mapped
+  device.unmap(*range, 10 * MiB);
+  device.unmap(*range + 30 * MiB, 30 * MiB);
+  device.release_range(*range);
+  EXPECT_EQ(device.reserved(), 0u);
+}
+
+TEST(SimDevice, MisuseIsALogicError) {
+  SimDevice device;
+  EXPECT_THROW(device.free(0x1234), std::logic_error);
+  auto range = device.reserve_range(10 * MiB);
+  EXPECT_THROW(device.map(*range, 3 * MiB), std::logic_error);  // not whole pages
+  EXPECT_THROW(device.map(*range + 8 * MiB, 4 * MiB), std::logic_error);  // past the range end
+}
+
+TEST(SimDeviceSpec, ParsesCapacityAndExternal) {
+  EXPECT_EQ(parse_sim_device("sim").capacity, 80 * GiB);
+  EXPECT_EQ(parse_sim_device("sim:40GiB").capacity, 40 * GiB);
+  const auto c = parse_sim_device("sim:40GiB,external:512MiB");
+  EXPECT_EQ(c.capacity, 40 * GiB);
+  EXPECT_EQ(c.external, 512 * MiB);
+  EXPECT_EQ(parse_sim_device("sim:capacity:1.5GB").capacity, 1500000000u);
+  EXPECT_THROW(parse_sim_device("gpu"), InputError);
+  EXPECT_THROW(parse_sim_device("sim:lots"), InputError);
+  EXPECT_THROW(parse_sim_device("sim:1GiB,external:2GiB"), InputError);
+  EXPECT_THROW(parse_sim_device("sim:1GiB,colour:red"), InputError);
+  EXPECT_THROW(parse_sim_device("sim:0"), InputError);
+}
+
+}  // namespace
+}  // namespace fraglab
+
+namespace fraglab {
+namespace {
+
+TEST(SimDevice, AddressHintsAreUsedOnceInOrder) {
+  SimDevice device;
+  device.hint_next_malloc(0x7f5500000000ull);
+  device.hint_next_malloc(0x7f5600000000ull);
+  EXPECT_EQ(*device.malloc(2 * MiB), 0x7f5500000000ull);
+  EXPECT_EQ(*device.malloc(2 * MiB, 0x7f5700000000ull), 0x7f5700000000ull);  // explicit address wins
+  EXPECT_EQ(*device.malloc(2 * MiB), 0x7f5600000000ull);
+  EXPECT_EQ(*device.malloc(2 * MiB), SimDevice::kBaseAddress);  // hints used up: bump pointer
+  device.hint_next_range(0x7f6000000000ull);
+  EXPECT_EQ(*device.reserve_range(40 * MiB), 0x7f6000000000ull);
+}
+
+}  // namespace
+}  // namespace fraglab

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fraglab builds with, if any are missing. Needs root (or sudo).
+set -euo pipefail
+packages=(cmake g++ make pkg-config zlib1g-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
+          libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
