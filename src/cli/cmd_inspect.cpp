@@ -1,0 +1,134 @@
+// fraglab inspect TRACE: what a trace asks of an allocator, independent of any policy.
+#include <fmt/format.h>
+
+#include <array>
+#include <bit>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "cli/common.hpp"
+
+namespace fraglab::cli {
+namespace {
+
+nlohmann::json inspect_json(const Trace& trace, const TraceSummary& s) {
+  std::map<std::string, std::uint64_t> ops;
+  std::map<StreamId, std::uint64_t> streams;
+  std::array<std::uint64_t, 64> histogram{};  // allocs by floor(log2(size))
+  for (const Event& e : trace.events) {
+    ++ops[std::string(op_name(e.op))];
+    if (e.op == Op::Alloc) {
+      ++streams[e.stream];
+      ++histogram[std::bit_width(e.size) - 1];
+    }
+  }
+  nlohmann::json j;
+  j["name"] = trace.name;
+  j["source"] = trace.source;
+  j["events"] = s.events;
+  if (trace.source_entries != 0) j["source_entries"] = trace.source_entries;
+  j["allocs"] = s.allocs;
+  j["frees"] = s.frees;
+  j["observed_events"] = s.observed_events;
+  j["ops"] = ops;
+  nlohmann::json stream_list = nlohmann::json::array();
+  for (const auto& [stream, count] : streams) stream_list.push_back({{"stream", stream}, {"allocs", count}});
+  j["streams"] = stream_list;
+  j["peak_requested_bytes"] = s.peak_requested;
+  j["total_requested_bytes"] = s.total_requested;
+  j["max_request_bytes"] = s.max_request;
+  nlohmann::json hist = nlohmann::json::array();
+  for (size_t b = 0; b < histogram.size(); ++b) {
+    if (histogram[b] == 0) continue;
+    hist.push_back({{"min_bytes", Bytes{1} << b}, {"max_bytes", (Bytes{1} << b) * 2 - 1}, {"allocs", histogram[b]}});
+  }
+  j["size_histogram"] = hist;
+  if (trace.allocator_conf_known) j["allocator_conf"] = trace.allocator_conf;
+  Bytes live_requested = 0;
+  for (const InitialAllocation& a : trace.initial.allocations) live_requested += a.requested;
+  nlohmann::json segments = nlohmann::json::array();
+  for (const InitialSegment& seg : trace.initial.segments) {
+    segments.push_back({{"addr", seg.addr}, {"size", seg.size}, {"stream", seg.stream},
+                        {"pool", seg.small_pool ? "small" : "large"}, {"expandable", seg.expandable}});
+  }
+  nlohmann::json allocations = nlohmann::json::array();
+  for (const InitialAllocation& a : trace.initial.allocations) {
+    allocations.push_back({{"id", a.id}, {"addr", a.addr}, {"size", a.requested}, {"block_size", a.block_size},
+                           {"stream", a.stream}, {"free_requested", a.free_requested}});
+  }
+  j["initial_state"] = {{"segments", trace.initial.segments.size()},
+                        {"reserved_bytes", trace.initial.reserved_bytes()},
+                        {"live_allocations", trace.initial.allocations.size()},
+                        {"live_requested_bytes", live_requested},
+                        {"segment_list", segments},
+                        {"allocation_list", allocations}};
+  return j;
+}
+
+}  // namespace
+
+int cmd_inspect(int argc, char** argv) {
+  po::options_description options("options");
+  std::string trace_path, json_path;
+  int device_index = -1;
+  options.add_options()
+      ("trace", po::value(&trace_path)->required(), "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")
+      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
+      ("json", po::value(&json_path), "write the description as JSON to FILE (- for stdout)")
+      ("initial-state", "list every segment and live allocation of the initial state");
+  po::positional_options_description positional;
+  positional.add("trace", 1);
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, "usage: fraglab inspect TRACE [--json FILE|-] [--initial-state]", options,
+                          positional, vm)) {
+    return 0;
+  }
+  TraceReadOptions read_options;
+  read_options.device_index = device_index;
+  const Trace trace = read_trace(trace_path, read_options);
+  const TraceSummary s = summarize(trace);
+  const nlohmann::json j = inspect_json(trace, s);
+  if (!json_path.empty()) write_output(json_path, j.dump(2) + "\n");
+  if (json_path == "-") return 0;
+
+  std::cout << fmt::format("trace        {} ({})\n", trace.name, trace.source);
+  std::cout << fmt::format("events       {}", s.events);
+  if (trace.source_entries != 0) std::cout << fmt::format(" (from {} recorded entries)", trace.source_entries);
+  std::cout << fmt::format("\nallocs       {}\nfrees        {}\nobserved     {} (segment actions, ooms)\n", s.allocs,
+                           s.frees, s.observed_events);
+  std::cout << "ops         ";
+  for (const auto& [op, count] : j["ops"].items()) std::cout << ' ' << op << '=' << count.get<std::uint64_t>();
+  std::cout << fmt::format("\nstreams      {}\n", s.streams);
+  for (const auto& st : j["streams"]) {
+    std::cout << fmt::format("  stream {:<20} {} allocs\n", st["stream"].get<StreamId>(), st["allocs"].get<std::uint64_t>());
+  }
+  std::cout << fmt::format("peak requested {} ({} bytes)\nlargest request {}\n", format_bytes(s.peak_requested),
+                           s.peak_requested, format_bytes(s.max_request));
+  if (trace.allocator_conf_known) {
+    std::cout << fmt::format("recorded PYTORCH_CUDA_ALLOC_CONF: '{}'\n", trace.allocator_conf);
+  }
+  std::cout << "size histogram (allocs by size):\n";
+  for (const auto& h : j["size_histogram"]) {
+    std::cout << fmt::format("  {:>12} .. {:>12}  {}\n", format_bytes(h["min_bytes"].get<Bytes>()),
+                             format_bytes(h["max_bytes"].get<Bytes>()), h["allocs"].get<std::uint64_t>());
+  }
+  const auto& init = j["initial_state"];
+  std::cout << fmt::format("initial state: {} segments, {} reserved ({} bytes), {} live allocations ({} requested)\n",
+                           init["segments"].get<std::uint64_t>(), format_bytes(init["reserved_bytes"].get<Bytes>()),
+                           init["reserved_bytes"].get<Bytes>(), init["live_allocations"].get<std::uint64_t>(),
+                           format_bytes(init["live_requested_bytes"].get<Bytes>()));
+  if (vm.count("initial-state")) {
+    for (const InitialSegment& seg : trace.initial.segments) {
+      std::cout << fmt::format("  segment 0x{:x} {:>12} stream {} {}{}\n", seg.addr, seg.size, seg.stream,
+                               seg.small_pool ? "small" : "large", seg.expandable ? " expandable" : "");
+    }
+    for (const InitialAllocation& a : trace.initial.allocations) {
+      std::cout << fmt::format("  alloc id {} at 0x{:x} requested {} block {}{}\n", a.id, a.addr, a.requested,
+                               a.block_size, a.free_requested ? " (free requested)" : "");
+    }
+  }
+  return 0;
+}
+
+}  // namespace fraglab::cli

@@ -1,0 +1,112 @@
+// fraglab replay TRACE [-p SPEC]... [--device ...] [--json FILE|-] [--timeline FILE] [--stats]
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "cli/common.hpp"
+#include "fraglab/policy.hpp"
+#include "fraglab/replay.hpp"
+#include "fraglab/timeline.hpp"
+
+namespace fraglab::cli {
+
+int cmd_replay(int argc, char** argv) {
+  po::options_description options("options");
+  std::string trace_path, device_spec, json_path, timeline_path;
+  std::vector<std::string> specs;
+  int device_index = -1;
+  std::uint64_t timeline_every = 1;
+  double memory_fraction = -1;
+  options.add_options()
+      ("trace", po::value(&trace_path)->required(), "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")
+      ("policy,p", po::value(&specs)->composing(),
+       "policy spec NAME[:OPTIONS], repeatable (default: every policy at its defaults); e.g. "
+       "pytorch:expandable_segments:True,max_split_size_mb:128")
+      ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
+      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
+      ("memory-fraction", po::value(&memory_fraction),
+       "torch.cuda.set_per_process_memory_fraction for pytorch policies (adds per_process_memory_fraction)")
+      ("json", po::value(&json_path), "write the results JSON to FILE (- for stdout)")
+      ("timeline", po::value(&timeline_path), "write a CSV timeline (one row per event) to FILE")
+      ("timeline-every", po::value(&timeline_every), "sample the timeline every N events (segment changes always kept)")
+      ("stats", "print the policy's detailed statistics (torch.cuda.memory_stats() names for pytorch)")
+      ("stop-on-oom", "end a replay at its first out-of-memory")
+      ("timing", "add replay time and events/s (not deterministic)");
+  po::positional_options_description positional;
+  positional.add("trace", 1);
+  po::variables_map vm;
+  const std::string usage =
+      "usage: fraglab replay TRACE [-p SPEC]... [--device sim:80GiB] [--json FILE|-] [--timeline FILE]\n"
+      "Replays TRACE through each policy on a fresh simulated device and prints peak reserved memory,\n"
+      "fragmentation at peak, retries and OOMs.";
+  if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
+
+  if (specs.empty()) {
+    for (const PolicyInfo* info : PolicyRegistry::instance().all()) specs.push_back(info->name);
+  }
+  if (vm.count("memory-fraction")) {
+    for (std::string& spec : specs) {
+      if (policy_name(spec) != "pytorch") continue;
+      spec += spec.find(':') == std::string::npos ? ":" : ",";
+      spec += fmt::format("per_process_memory_fraction:{}", memory_fraction);
+    }
+  }
+  // Check every policy spec and the device first: a bad option fails before a long trace loads.
+  for (const std::string& spec : specs) {
+    std::unique_ptr<Device> device = make_device(device_spec);
+    create_policy(spec, *device);
+  }
+  TraceReadOptions read_options;
+  read_options.device_index = device_index;
+  const Trace trace = read_trace(trace_path, read_options);
+  const TraceSummary summary = summarize(trace);
+
+  ReportOptions report;
+  report.include_stats = vm.count("stats") > 0;
+  report.include_timing = vm.count("timing") > 0;
+  ReplayOptions replay_options;
+  replay_options.stop_on_oom = vm.count("stop-on-oom") > 0;
+
+  std::ofstream timeline;
+  if (!timeline_path.empty()) {
+    timeline.open(timeline_path, std::ios::binary);
+    if (!timeline) throw InputError(fmt::format("{}: cannot open for writing", timeline_path));
+    TimelineWriter::write_header(timeline);
+  }
+  std::vector<ReplayResult> results;
+  for (const std::string& spec : specs) {
+    std::unique_ptr<Device> device = make_device(device_spec);
+    std::unique_ptr<Policy> policy = create_policy(spec, *device);
+    Replayer replayer(trace, *policy, *device, replay_options);
+    std::unique_ptr<TimelineWriter> writer;
+    if (timeline.is_open()) {
+      writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every);
+      replayer.add_observer(writer.get());
+    }
+    results.push_back(replayer.run(spec));
+  }
+
+  const bool json_to_stdout = json_path == "-";
+  if (!json_path.empty()) {
+    write_output(json_path, results_json(trace, summary, describe_device(device_spec), results, report).dump(2) + "\n");
+  }
+  if (!json_to_stdout) {
+    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}\n", trace.name, summary.events,
+                             summary.allocs, device_spec);
+    std::cout << results_table(summary, results, report);
+    for (const ReplayResult& r : results) {
+      if (!r.ooms.empty()) {
+        std::cout << fmt::format("{}: {} out-of-memory; first at event {}: {}\n", r.policy, r.ooms.size(),
+                                 r.ooms.front().event_index, r.ooms.front().message);
+      }
+      if (report.include_stats && !r.detailed_stats.empty()) {
+        std::cout << "\nstats of " << r.policy << ":\n";
+        for (const auto& [key, value] : r.detailed_stats) std::cout << fmt::format("  {:<45} {}\n", key, value);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace fraglab::cli

@@ -1,0 +1,64 @@
+// fraglab: the command. Thin: parse, call, print. Exit codes: 0 success, 1 a check failed
+// (e.g. validate found a divergence), 2 usage or input error, 3 internal error.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <iostream>
+#include <string_view>
+
+#include "cli/common.hpp"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  fraglab::cli::Command run;
+  const char* help;
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"replay", fraglab::cli::cmd_replay, "replay a trace through allocator policies on a device"},
+    {"inspect", fraglab::cli::cmd_inspect, "describe a trace: events, sizes, streams, initial state"},
+    {"convert", fraglab::cli::cmd_convert, "write a trace (e.g. a PyTorch snapshot) as fraglab JSONL"},
+    {"validate", fraglab::cli::cmd_validate, "check the pytorch policy against a recorded PyTorch snapshot"},
+    {"policies", fraglab::cli::cmd_policies, "list the allocator policies and their options"},
+};
+
+void print_usage(std::ostream& out) {
+  out << "fraglab " << FRAGLAB_VERSION
+      << " — GPU memory-fragmentation simulator and allocator-policy lab\n\n"
+         "usage: fraglab COMMAND [OPTIONS]   (fraglab COMMAND --help for its options)\n\ncommands:\n";
+  for (const Subcommand& s : kSubcommands) out << fmt::format("  {:<10} {}\n", s.name, s.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    print_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0) {
+    std::cout << "fraglab " << FRAGLAB_VERSION << '\n';
+    return 0;
+  }
+  const std::string_view name = argv[1];
+  for (const Subcommand& s : kSubcommands) {
+    if (name != s.name) continue;
+    try {
+      return s.run(argc - 1, argv + 1);
+    } catch (const fraglab::InputError& e) {
+      std::cerr << "fraglab " << name << ": error: " << e.what() << '\n';
+      return 2;
+    } catch (const boost::program_options::error& e) {
+      std::cerr << "fraglab " << name << ": error: " << e.what() << " (see fraglab " << name << " --help)\n";
+      return 2;
+    } catch (const std::exception& e) {
+      std::cerr << "fraglab " << name << ": internal error: " << e.what() << '\n';
+      return 3;
+    }
+  }
+  std::cerr << "fraglab: unknown command '" << name << "'\n";
+  print_usage(std::cerr);
+  return 2;
+}

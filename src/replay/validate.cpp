@@ -1,0 +1,505 @@
+// Fidelity validation against a recorded run. See include/fraglab/validate.hpp for what is
+// compared and how missing information is inferred.
+//
+// Alignment: a recorded segment action and a simulated device call correspond when they are the
+// k-th of their kind in each run and the same number of requests came before them (a recorded
+// segment_alloc precedes the alloc entry it served; the simulated cudaMalloc happens while that
+// request is being served). Reserved bytes are compared after every request, not after observed
+// events, because the record shows a segment action as its own entry before the request.
+#include "fraglab/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "fraglab/policy.hpp"
+#include "fraglab/replay.hpp"
+#include "fraglab/report.hpp"
+#include "fraglab/sim_device.hpp"
+
+namespace fraglab {
+namespace {
+
+struct SegmentAction {
+  Op kind = Op::SegmentAlloc;
+  Addr addr = 0;
+  Bytes size = 0;
+  std::uint64_t requests_before = 0;  // requests (allocs) issued before this action
+  std::uint64_t event_index = 0;      // index in the prepared trace
+  bool operator==(const SegmentAction& o) const {
+    return kind == o.kind && addr == o.addr && size == o.size && requests_before == o.requests_before;
+  }
+};
+
+std::string describe(const SegmentAction& a) {
+  return fmt::format("{} addr=0x{:x} size={} after {} requests", op_name(a.kind), a.addr, a.size, a.requests_before);
+}
+
+// The recorded run, prepared for replay: inferred empty_cache calls inserted, oom entries turned
+// into requests expected to fail.
+struct PreparedRun {
+  Trace trace;
+  std::vector<std::uint64_t> original_index;  // prepared event -> index in the input trace
+  std::vector<Bytes> reserved_after;          // recorded reserved bytes after each prepared event
+  std::vector<char> expect_oom;               // per prepared event: an injected request that failed
+  std::uint64_t empty_cache_inferred = 0;
+};
+
+Bytes oversize_or(const Event& e) { return e.size; }
+
+bool is_release(Op op) { return op == Op::SegmentFree || op == Op::SegmentUnmap; }
+bool is_grow(Op op) { return op == Op::SegmentAlloc || op == Op::SegmentMap; }
+
+// `forced_flushes`: burst starts (input indices) to read as empty_cache() whatever the rule says.
+PreparedRun prepare(const Trace& input, Bytes available, bool gc_configured,
+                    const std::set<std::uint64_t>& forced_flushes) {
+  PreparedRun run;
+  run.trace.name = input.name;
+  run.trace.source = input.source;
+  run.trace.strings = input.strings;
+  run.trace.initial = input.initial;
+  AllocId next_id = 1;
+  for (const InitialAllocation& a : input.initial.allocations) next_id = std::max(next_id, a.id + 1);
+  for (const Event& e : input.events) {
+    if (e.op == Op::Alloc) next_id = std::max(next_id, e.id + 1);
+  }
+
+  Bytes reserved = input.initial.reserved_bytes();
+  const auto& events = input.events;
+  auto push = [&](const Event& e, std::uint64_t original, bool oom) {
+    run.trace.events.push_back(e);
+    run.original_index.push_back(original);
+    if (e.op == Op::SegmentAlloc || e.op == Op::SegmentMap) reserved += e.size;
+    if (is_release(e.op)) reserved -= e.size;
+    run.reserved_after.push_back(reserved);
+    run.expect_oom.push_back(oom ? 1 : 0);
+  };
+  for (std::uint64_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (is_release(e.op) && (i == 0 || !is_release(events[i - 1].op))) {
+      std::uint64_t end = i;
+      while (end < events.size() && is_release(events[end].op)) ++end;
+      bool inside_malloc = false;
+      if (end < events.size()) {
+        const Event& next = events[end];
+        inside_malloc = next.op == Op::Oom ||
+                        (is_grow(next.op) && (gc_configured || reserved + oversize_or(next) > available));
+      }
+      if (!inside_malloc || forced_flushes.count(i) > 0) {
+        Event flush;
+        flush.op = Op::EmptyCache;
+        push(flush, i, false);
+        ++run.empty_cache_inferred;
+      }
+    }
+    if (e.op == Op::Oom) {
+      Event request;
+      request.op = Op::Alloc;
+      request.id = next_id++;
+      request.size = e.size;
+      request.stream = e.stream;
+      push(request, i, true);
+      continue;
+    }
+    push(e, i, false);
+  }
+  return run;
+}
+
+// Records the simulated device calls, tagged with the number of requests issued before them.
+class CallRecorder final : public DeviceListener, public ReplayObserver {
+ public:
+  std::vector<SegmentAction> actions;
+  std::vector<std::optional<Addr>> request_addrs;  // per prepared event: the block handed out
+  std::vector<Bytes> reserved_after;
+  std::uint64_t requests = 0;
+  std::uint64_t current_event = 0;
+  bool started = false;
+
+  void on_device_call(DeviceCall call, Addr addr, Bytes size) override {
+    if (!started) return;  // the start state being rebuilt is not part of the comparison
+    static constexpr Op kOps[] = {Op::SegmentAlloc, Op::SegmentFree, Op::SegmentMap, Op::SegmentUnmap};
+    actions.push_back({kOps[static_cast<int>(call)], addr, size, requests, current_event});
+  }
+  void on_start(const Trace& trace, const Policy&) override {
+    started = true;
+    request_addrs.assign(trace.events.size(), std::nullopt);
+    reserved_after.assign(trace.events.size(), 0);
+  }
+  void on_event(const ReplayPoint& p) override {
+    if (p.event->op == Op::Alloc) {
+      ++requests;
+      if (p.block) request_addrs[p.event_index] = p.block->addr;
+    }
+    reserved_after[p.event_index] = p.reserved;
+    current_event = p.event_index + 1;
+  }
+};
+
+std::string event_text(const Trace& t, const Event& e) {
+  switch (e.op) {
+    case Op::Alloc:
+      return fmt::format("alloc id={} size={} stream={}{}", e.id, e.size, e.stream,
+                         e.has_addr ? fmt::format(" addr=0x{:x}", e.addr) : "");
+    case Op::Free:
+    case Op::FreeRequested:
+    case Op::FreeCompleted:
+      return fmt::format("{} id={}", op_name(e.op), e.id);
+    case Op::Mark:
+      return fmt::format("mark {}={}", t.string_at(static_cast<std::uint32_t>(e.id)),
+                         t.string_at(static_cast<std::uint32_t>(e.size)));
+    case Op::Oom:
+      return fmt::format("oom size={} device_free={}", e.size, e.addr);
+    case Op::EmptyCache:
+      return "empty_cache (inferred)";
+    default:
+      return fmt::format("{} addr=0x{:x} size={}", op_name(e.op), e.addr, e.size);
+  }
+}
+
+std::string state_text(const Policy& policy, StreamId stream) {
+  std::uint64_t free_blocks = 0;
+  Bytes largest = 0, free_bytes = 0;
+  std::vector<std::pair<Bytes, Addr>> candidates;
+  for (const SegmentView& s : policy.segments()) {
+    if (s.stream != stream) continue;
+    for (const SegmentView::Piece& p : s.blocks) {
+      if (p.allocated) continue;
+      ++free_blocks;
+      free_bytes += p.size;
+      largest = std::max(largest, p.size);
+      candidates.emplace_back(p.size, p.addr);
+    }
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  std::string text = fmt::format("stream {}: {} free cached blocks, {} in all, largest {}", stream, free_blocks,
+                                 format_bytes(free_bytes), format_bytes(largest));
+  for (size_t i = 0; i < std::min<size_t>(candidates.size(), 3); ++i) {
+    text += fmt::format("; free 0x{:x} size {}", candidates[i].second, candidates[i].first);
+  }
+  return text;
+}
+
+// One replay of the prepared run and its comparison with the record.
+struct Attempt {
+  PreparedRun run;
+  std::unique_ptr<SimDevice> device;
+  std::unique_ptr<Policy> policy;
+  std::vector<Divergence> divergences;  // the first of each category
+  std::optional<SegmentAction> first_segment_recorded;  // the recorded side of a segment divergence
+  ValidationReport counts;
+};
+
+Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Bytes available, bool gc_configured,
+                const std::set<std::uint64_t>& forced_flushes) {
+  Attempt a;
+  ValidationReport& report = a.counts;
+  a.run = prepare(trace, available, gc_configured, forced_flushes);
+  PreparedRun& run = a.run;
+  report.empty_cache_inferred = run.empty_cache_inferred;
+  a.device = std::make_unique<SimDevice>(SimDeviceConfig{.capacity = capacity, .external = capacity - available});
+  SimDevice& device = *a.device;
+  a.policy = create_policy(spec, device);
+  Policy& policy = *a.policy;
+
+  // Hand out the recorded addresses: every segment_alloc in order, and for expandable segments
+  // the first mapped address of each virtual range (ranges grow from their lowest address).
+  std::vector<SegmentAction> recorded;
+  std::uint64_t requests = 0;
+  std::vector<Addr> range_bases;
+  const Bytes range_size = 20 * MiB * ((capacity * 9 / 8 + 20 * MiB - 1) / (20 * MiB));
+  for (std::uint64_t i = 0; i < run.trace.events.size(); ++i) {
+    const Event& e = run.trace.events[i];
+    if (e.op == Op::Alloc) ++requests;
+    if (!is_observed(e.op) || e.op == Op::Oom) continue;
+    recorded.push_back({e.op, e.addr, e.size, requests, i});
+    if (e.op == Op::SegmentAlloc) device.hint_next_malloc(e.addr);
+    if (e.op == Op::SegmentMap) {
+      const bool known = std::any_of(range_bases.begin(), range_bases.end(),
+                                     [&](Addr b) { return e.addr >= b && e.addr < b + range_size; });
+      if (!known) {
+        range_bases.push_back(e.addr);
+        device.hint_next_range(e.addr);
+      }
+    }
+  }
+  report.segment_events_recorded = recorded.size();
+
+  CallRecorder recorder;
+  device.add_listener(&recorder);
+  Replayer replayer(run.trace, policy, device);
+  replayer.add_observer(&recorder);
+  const ReplayResult result = replayer.run(spec);
+  device.remove_listener(&recorder);
+
+  report.segment_events_simulated = recorder.actions.size();
+  report.peak_reserved_simulated = result.metrics.peak_reserved;
+  report.retries_simulated = result.metrics.num_alloc_retries;
+
+  auto diverge = [&](std::uint64_t prepared_index, std::string category, std::string rec, std::string sim) {
+    for (const Divergence& d : a.divergences) {
+      if (d.category == category) return;
+    }
+    Divergence d;
+    d.event_index = prepared_index;  // mapped to the input's numbering below
+    d.category = std::move(category);
+    d.recorded = std::move(rec);
+    d.simulated = std::move(sim);
+    a.divergences.push_back(std::move(d));
+  };
+
+  // Segment actions, k-th against k-th.
+  const size_t common = std::min(recorded.size(), recorder.actions.size());
+  for (size_t k = 0; k < common; ++k) {
+    if (recorded[k] == recorder.actions[k]) {
+      ++report.segment_events_matched;
+    } else {
+      if (!a.first_segment_recorded) a.first_segment_recorded = recorded[k];
+      diverge(std::min(recorded[k].event_index, recorder.actions[k].event_index), "segment", describe(recorded[k]),
+              describe(recorder.actions[k]));
+    }
+  }
+  if (recorded.size() > common) {
+    if (!a.first_segment_recorded) a.first_segment_recorded = recorded[common];
+    diverge(recorded[common].event_index, "segment", describe(recorded[common]), "no further segment action");
+  } else if (recorder.actions.size() > common) {
+    const SegmentAction& extra = recorder.actions[common];
+    diverge(extra.event_index, "segment", "no further segment action", describe(extra));
+  }
+
+  // Requests: addresses, expected OOMs, and reserved bytes after each one.
+  std::map<std::uint64_t, const OomRecord*> ooms;
+  for (const OomRecord& o : result.ooms) ooms[o.event_index] = &o;
+  report.ooms_simulated = result.ooms.size();
+  for (std::uint64_t i = 0; i < run.trace.events.size(); ++i) {
+    const Event& e = run.trace.events[i];
+    if (e.op == Op::Alloc) {
+      const bool sim_oom = ooms.count(i) > 0;
+      if (run.expect_oom[i]) {
+        if (!sim_oom) {
+          diverge(i, "oom", fmt::format("oom for {} bytes", e.size),
+                  fmt::format("served at 0x{:x}", recorder.request_addrs[i].value_or(0)));
+        }
+        continue;
+      }
+      if (sim_oom) {
+        diverge(i, "oom", fmt::format("served {}", e.has_addr ? fmt::format("at 0x{:x}", e.addr) : ""),
+                "out of memory: " + ooms[i]->message);
+        continue;
+      }
+      if (e.has_addr) {
+        ++report.allocs_recorded;
+        if (recorder.request_addrs[i] == e.addr) {
+          ++report.alloc_addresses_matched;
+        } else {
+          diverge(i, "alloc_address", fmt::format("0x{:x}", e.addr),
+                  fmt::format("0x{:x}", recorder.request_addrs[i].value_or(0)));
+        }
+      }
+    }
+    if (e.op == Op::Alloc || e.op == Op::Free || e.op == Op::FreeRequested || e.op == Op::FreeCompleted) {
+      ++report.reserved_checks;
+      if (recorder.reserved_after[i] == run.reserved_after[i]) {
+        ++report.reserved_matched;
+      } else {
+        diverge(i, "reserved", fmt::format("{} bytes reserved", run.reserved_after[i]),
+                fmt::format("{} bytes reserved", recorder.reserved_after[i]));
+      }
+    }
+  }
+
+  return a;
+}
+
+}  // namespace
+
+ValidationReport validate_replay(const Trace& trace, const ValidateOptions& options) {
+  ValidationReport report;
+  std::string spec = options.policy_spec;
+  if (spec.empty()) spec = "pytorch:" + trace.allocator_conf;
+  if (!options.extra_options.empty()) {
+    spec += spec.find(':') == std::string::npos ? ":" : (spec.back() == ':' ? "" : ",");
+    spec += options.extra_options;
+  }
+  if (!spec.empty() && spec.back() == ':') spec.pop_back();
+  report.policy = spec;
+  if (!trace.allocator_conf_known) {
+    report.notes.push_back("the snapshot records no allocator_settings: PyTorch's defaults were assumed");
+  }
+
+  // Recorded reserved bytes, and the memory the allocator could obtain.
+  report.reserved_at_start = trace.initial.reserved_bytes();
+  Bytes reserved = report.reserved_at_start;
+  Bytes peak = reserved;
+  std::optional<Bytes> oom_available;
+  for (const Event& e : trace.events) {
+    if (e.op == Op::SegmentAlloc || e.op == Op::SegmentMap) reserved += e.size;
+    if (is_release(e.op)) reserved -= e.size;
+    peak = std::max(peak, reserved);
+    if (e.op == Op::Oom) {
+      ++report.ooms_recorded;
+      const Bytes at_oom = reserved + e.addr;  // reserved now + what cudaMemGetInfo called free
+      oom_available = oom_available ? std::min(*oom_available, at_oom) : at_oom;
+    }
+  }
+  report.peak_reserved_recorded = peak;
+  if (options.available) {
+    report.available_bytes = *options.available;
+    report.available_source = "given (--available)";
+  } else if (oom_available && *oom_available >= peak) {
+    report.available_bytes = *oom_available;
+    report.available_source = "reserved + device_free at the recorded oom";
+  } else {
+    report.available_bytes = peak;
+    report.available_source = "the recorded peak reserved bytes";
+    if (oom_available) {
+      report.notes.push_back(fmt::format(
+          "a recorded oom reports {} bytes obtainable, below the recorded peak {}: memory outside PyTorch changed "
+          "during the run; the peak was used",
+          *oom_available, peak));
+    }
+  }
+  const Bytes capacity = std::max(options.capacity.value_or(80 * GiB), report.available_bytes);
+  const bool gc_configured = spec.find("garbage_collection_threshold") != std::string::npos;
+
+  // A burst read as a flush inside a malloc that the simulation does not reproduce (the request
+  // was served from the cache instead) was an empty_cache() call: re-read it so and replay again.
+  std::set<std::uint64_t> forced_flushes;
+  Attempt a = attempt(trace, spec, capacity, report.available_bytes, gc_configured, forced_flushes);
+  for (;;) {
+    const std::optional<SegmentAction>& rec = a.first_segment_recorded;
+    if (!rec || !is_release(rec->kind)) break;
+    std::uint64_t burst = a.run.original_index[rec->event_index];
+    while (burst > 0 && is_release(trace.events[burst - 1].op)) --burst;
+    if (!forced_flushes.insert(burst).second) break;
+    Attempt retry = attempt(trace, spec, capacity, report.available_bytes, gc_configured, forced_flushes);
+    if (retry.counts.segment_events_matched <= a.counts.segment_events_matched) break;
+    a = std::move(retry);
+  }
+  const PreparedRun& run = a.run;
+  const Policy& policy = *a.policy;
+  std::vector<Divergence>& divergences = a.divergences;
+  using Counter = std::uint64_t ValidationReport::*;
+  for (Counter field : {&ValidationReport::segment_events_recorded, &ValidationReport::segment_events_simulated,
+                        &ValidationReport::segment_events_matched, &ValidationReport::allocs_recorded,
+                        &ValidationReport::alloc_addresses_matched, &ValidationReport::reserved_checks,
+                        &ValidationReport::reserved_matched, &ValidationReport::ooms_simulated,
+                        &ValidationReport::retries_simulated, &ValidationReport::empty_cache_inferred}) {
+    report.*field = a.counts.*field;
+  }
+  report.peak_reserved_simulated = a.counts.peak_reserved_simulated;
+  if (trace.events.empty()) {
+    // State only: the one thing to check is that the rebuilt start state is the recorded one.
+    std::vector<std::pair<Addr, Bytes>> rebuilt, recorded_segments;
+    for (const SegmentView& v : policy.segments()) rebuilt.emplace_back(v.addr, v.size);
+    for (const InitialSegment& seg : trace.initial.segments) recorded_segments.emplace_back(seg.addr, seg.size);
+    std::sort(rebuilt.begin(), rebuilt.end());
+    if (rebuilt != recorded_segments) {
+      Divergence d;
+      d.category = "start_state";
+      d.recorded = fmt::format("{} segments", recorded_segments.size());
+      d.simulated = fmt::format("{} segments rebuilt", rebuilt.size());
+      divergences.push_back(std::move(d));
+    }
+  }
+  if (report.peak_reserved_recorded != report.peak_reserved_simulated) {
+    Divergence d;
+    d.event_index = run.trace.events.empty() ? 0 : run.trace.events.size() - 1;
+    d.category = "peak_reserved";
+    d.recorded = fmt::format("{}", report.peak_reserved_recorded);
+    d.simulated = fmt::format("{}", report.peak_reserved_simulated);
+    divergences.push_back(std::move(d));
+  }
+  report.exact = divergences.empty();
+  if (!divergences.empty()) {
+    Divergence first = *std::min_element(divergences.begin(), divergences.end(),
+                                         [](const Divergence& a, const Divergence& b) { return a.event_index < b.event_index; });
+    const std::uint64_t at = first.event_index;
+    const std::uint64_t from = at > options.context_events ? at - options.context_events : 0;
+    const std::uint64_t to = std::min<std::uint64_t>(run.trace.events.size(), at + options.context_events + 1);
+    for (std::uint64_t i = from; i < to; ++i) {
+      first.context.push_back(fmt::format("{}{:>7}  {}", i == at ? "> " : "  ", run.original_index[i],
+                                          event_text(run.trace, run.trace.events[i])));
+    }
+    const StreamId stream = at < run.trace.events.size() ? run.trace.events[at].stream : 0;
+    first.state = "after the replay: " + state_text(policy, stream);
+    first.event_index = at < run.original_index.size() ? run.original_index[at] : at;
+    report.first_divergence = std::move(first);
+  }
+
+  if (trace.events.empty()) {
+    report.notes.push_back(
+        "the snapshot holds no trace entries (state only): there is no request to replay, only the rebuilt start "
+        "state was checked");
+  }
+  std::uint64_t derived = 0;
+  for (const InitialAllocation& a : trace.initial.allocations) derived += a.block_size == 0;
+  if (derived > 0) {
+    report.notes.push_back(fmt::format(
+        "{} allocations live at the start were freed before the snapshot was taken: their block sizes were derived "
+        "from the requests (cca-spec §12.2)",
+        derived));
+  }
+  if (report.empty_cache_inferred > 0) {
+    report.notes.push_back(fmt::format("{} empty_cache() calls inferred from bursts of segment frees",
+                                       report.empty_cache_inferred));
+  }
+  return report;
+}
+
+nlohmann::json validation_json(const ValidationReport& r) {
+  nlohmann::json j = {
+      {"policy", r.policy},
+      {"exact", r.exact},
+      {"segment_events_recorded", r.segment_events_recorded},
+      {"segment_events_simulated", r.segment_events_simulated},
+      {"segment_events_matched", r.segment_events_matched},
+      {"allocs_recorded", r.allocs_recorded},
+      {"alloc_addresses_matched", r.alloc_addresses_matched},
+      {"reserved_checks", r.reserved_checks},
+      {"reserved_matched", r.reserved_matched},
+      {"reserved_at_start", r.reserved_at_start},
+      {"peak_reserved_recorded", r.peak_reserved_recorded},
+      {"peak_reserved_simulated", r.peak_reserved_simulated},
+      {"ooms_recorded", r.ooms_recorded},
+      {"ooms_simulated", r.ooms_simulated},
+      {"retries_simulated", r.retries_simulated},
+      {"empty_cache_inferred", r.empty_cache_inferred},
+      {"available_bytes", r.available_bytes},
+      {"available_source", r.available_source},
+      {"notes", r.notes},
+  };
+  if (r.first_divergence) {
+    const Divergence& d = *r.first_divergence;
+    j["first_divergence"] = {{"event_index", d.event_index}, {"category", d.category}, {"recorded", d.recorded},
+                             {"simulated", d.simulated},     {"context", d.context},   {"state", d.state}};
+  } else {
+    j["first_divergence"] = nullptr;
+  }
+  return j;
+}
+
+std::string validation_text(const ValidationReport& r) {
+  std::string out = fmt::format("{}: {}\n", r.exact ? "EXACT" : "DIVERGES", r.policy);
+  out += fmt::format("  segment events  {:>8} recorded {:>8} simulated {:>8} matched\n", r.segment_events_recorded,
+                     r.segment_events_simulated, r.segment_events_matched);
+  out += fmt::format("  alloc addresses {:>8} recorded {:>8} matched\n", r.allocs_recorded, r.alloc_addresses_matched);
+  out += fmt::format("  reserved bytes  {:>8} requests checked {:>8} matched\n", r.reserved_checks, r.reserved_matched);
+  out += fmt::format("  reserved at start {} B; peak reserved {} B recorded, {} B simulated\n", r.reserved_at_start,
+                     r.peak_reserved_recorded, r.peak_reserved_simulated);
+  out += fmt::format("  ooms {} recorded, {} simulated; {} retries simulated; memory obtainable {} B ({})\n",
+                     r.ooms_recorded, r.ooms_simulated, r.retries_simulated, r.available_bytes, r.available_source);
+  for (const std::string& note : r.notes) out += "  note: " + note + "\n";
+  if (r.first_divergence) {
+    const Divergence& d = *r.first_divergence;
+    out += fmt::format("first divergence at event {} ({}):\n  recorded:  {}\n  simulated: {}\n", d.event_index,
+                       d.category, d.recorded, d.simulated);
+    for (const std::string& line : d.context) out += "  " + line + "\n";
+    out += "  " + d.state + "\n";
+  }
+  return out;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,202 @@
+// End-to-end tests of the fraglab command: exit codes, error messages, outputs on the shipped
+// sample traces and (where ../shared/traces/real exists) on real PyTorch snapshots.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandRun {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+fs::path temp_dir() {
+  fs::path dir = fs::temp_directory_path() / ("fraglab-cli-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+CommandRun fraglab(const std::string& args) {
+  const fs::path err = temp_dir() / "stderr.txt";
+  const std::string command = std::string(FRAGLAB_BINARY) + " " + args + " 2>" + err.string();
+  CommandRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
+  const int raw = ::pclose(pipe);
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  run.err = slurp(err);
+  return run;
+}
+
+const std::string kSamples = std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/";
+const std::string kReal = std::string(FRAGLAB_REAL_TRACES) + "/";
+
+fs::path write_temp(const std::string& name, const std::string& content) {
+  const fs::path path = temp_dir() / name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+TEST(Cli, HelpAndUsage) {
+  EXPECT_EQ(fraglab("--help").status, 0);
+  EXPECT_EQ(fraglab("").status, 2);
+  const CommandRun unknown = fraglab("frobnicate");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.err.find("unknown command 'frobnicate'"), std::string::npos);
+  for (const char* cmd : {"replay", "inspect", "convert", "policies", "validate"}) {
+    const CommandRun help = fraglab(std::string(cmd) + " --help");
+    EXPECT_EQ(help.status, 0) << cmd;
+    EXPECT_NE(help.out.find("usage: fraglab"), std::string::npos) << cmd;
+  }
+}
+
+TEST(Cli, PoliciesListsNocache) {
+  const CommandRun run = fraglab("policies --json");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  bool found = false;
+  for (const auto& p : j) found |= p["name"] == "nocache";
+  EXPECT_TRUE(found);
+}
+
+// nocache reserves exactly each live request rounded up to 512 bytes; compute that peak from the
+// sample file with a plain scan of its lines, independently of fraglab's reader and replayer.
+TEST(Cli, ReplayNoCacheMatchesAnIndependentScanOfTheSample) {
+  std::ifstream in(kSamples + "two-phase.jsonl");
+  ASSERT_TRUE(in) << "missing sample trace";
+  std::map<std::uint64_t, std::uint64_t> live;  // id -> footprint
+  std::uint64_t reserved = 0, peak = 0;
+  std::string line;
+  auto field = [](const std::string& l, const std::string& key) -> std::uint64_t {
+    const auto at = l.find("\"" + key + "\":");
+    return at == std::string::npos ? 0 : std::stoull(l.substr(at + key.size() + 3));
+  };
+  while (std::getline(in, line)) {
+    if (line.find("\"op\":\"alloc\"") != std::string::npos) {
+      const std::uint64_t footprint = (field(line, "size") + 511) / 512 * 512;
+      live[field(line, "id")] = footprint;
+      reserved += footprint;
+      peak = std::max(peak, reserved);
+    } else if (line.find("\"op\":\"free\"") != std::string::npos ||
+               line.find("\"op\":\"free_completed\"") != std::string::npos) {
+      reserved -= live[field(line, "id")];
+      live.erase(field(line, "id"));
+    }
+  }
+  ASSERT_GT(peak, 0u);
+  const CommandRun run = fraglab("replay " + kSamples + "two-phase.jsonl -p nocache --json -");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  EXPECT_EQ(j["runs"][0]["policy"], "nocache");
+  EXPECT_EQ(j["runs"][0]["peak_reserved_bytes"].get<std::uint64_t>(), peak);
+  EXPECT_EQ(j["runs"][0]["num_alloc_retries"], 0);
+  for (const char* key : {"peak_allocated_bytes", "peak_requested_bytes", "fragmentation_at_peak", "peak_utilization",
+                          "num_ooms", "num_device_alloc", "num_device_free"}) {
+    EXPECT_TRUE(j["runs"][0].contains(key)) << key;
+  }
+  EXPECT_EQ(j["device"]["kind"], "sim");
+  EXPECT_EQ(j["device"]["capacity_bytes"].get<std::uint64_t>(), 80ull << 30);
+  EXPECT_TRUE(j["trace"].contains("peak_requested_bytes"));
+}
+
+TEST(Cli, ReplayIsDeterministic) {
+  const std::string args = "replay " + kSamples + "two-phase.jsonl --json -";
+  const CommandRun a = fraglab(args);
+  const CommandRun b = fraglab(args);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(Cli, TimelineHasOneRowPerEvent) {
+  const fs::path csv = temp_dir() / "timeline.csv";
+  const CommandRun run = fraglab("replay " + kSamples + "two-phase.jsonl -p nocache --timeline " + csv.string());
+  ASSERT_EQ(run.status, 0) << run.err;
+  const CommandRun inspect = fraglab("inspect " + kSamples + "two-phase.jsonl --json -");
+  const auto j = nlohmann::json::parse(inspect.out);
+  const std::string text = slurp(csv);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), j["events"].get<long>() + 1);  // + header
+  EXPECT_EQ(text.rfind("policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step\n", 0), 0u);
+}
+
+TEST(Cli, BadInputIsAOneLineErrorWithExitCode2) {
+  struct Case {
+    std::string args;
+    std::string expected;  // must appear in stderr
+  };
+  const fs::path bad_op = write_temp("bad-op.jsonl", "{\"fraglab_trace\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":8}\n"
+                                                     "{\"op\":\"explode\"}\n");
+  const fs::path double_free = write_temp("double-free.jsonl", "{\"fraglab_trace\":1}\n"
+                                                               "{\"op\":\"alloc\",\"id\":1,\"size\":8}\n"
+                                                               "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":1}\n");
+  const fs::path hostile = write_temp("hostile.pickle", std::string("\x80\x02" "cos\nsystem\n(S'echo hi'\ntR.", 27));
+  const std::vector<Case> cases = {
+      {"replay /nonexistent/trace.jsonl", "/nonexistent/trace.jsonl"},
+      {"replay " + bad_op.string(), bad_op.string() + ":3"},
+      {"replay " + double_free.string(), double_free.string() + ":4"},
+      {"replay " + hostile.string(), "hostile.pickle"},
+      {"replay " + kSamples + "two-phase.jsonl -p no-such-policy", "unknown policy 'no-such-policy'"},
+      {"replay " + kSamples + "two-phase.jsonl --device sim:lots", "sim:lots"},
+      {"replay " + kSamples + "two-phase.jsonl --frobnicate", "frobnicate"},
+      {"convert " + kSamples + "two-phase.jsonl", "output"},
+  };
+  for (const Case& c : cases) {
+    const CommandRun run = fraglab(c.args);
+    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.err;
+    EXPECT_NE(run.err.find(c.expected), std::string::npos) << c.args << "\n" << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << c.args << "\n" << run.err;
+  }
+}
+
+TEST(Cli, ConvertedSnapshotReplaysLikeTheSnapshot) {
+  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  const fs::path jsonl = temp_dir() / "tiny.jsonl";
+  const CommandRun convert = fraglab("convert " + kReal + "tiny-segments.pickle -o " + jsonl.string());
+  ASSERT_EQ(convert.status, 0) << convert.err;
+  const CommandRun from_pickle = fraglab("replay " + kReal + "tiny-segments.pickle -p nocache --json -");
+  const CommandRun from_jsonl = fraglab("replay " + jsonl.string() + " -p nocache --json -");
+  ASSERT_EQ(from_pickle.status, 0) << from_pickle.err;
+  ASSERT_EQ(from_jsonl.status, 0) << from_jsonl.err;
+  auto a = nlohmann::json::parse(from_pickle.out);
+  auto b = nlohmann::json::parse(from_jsonl.out);
+  EXPECT_EQ(a["runs"], b["runs"]);
+  EXPECT_EQ(a["trace"]["events"], b["trace"]["events"]);
+}
+
+// The README of ../shared/traces/real gives each snapshot's reserved bytes at trace start.
+TEST(Cli, InspectReportsTheRecordedStartState) {
+  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  const std::map<std::string, std::uint64_t> reserved_at_start = {
+      {"finetune-step-oldformat.pickle", 1400897536ull},  {"gpt2medium-ctx128-train-cutoff.pickle", 7235174400ull},
+      {"lm-forward-bf16-nosegments.pickle", 861929472ull}, {"lm2.7b-ctx128-fullstep.pickle", 13763608576ull},
+      {"lm2.7b-ctx512-forward-bf16.pickle", 28848422912ull}, {"tiny-segments.pickle", 0ull}};
+  for (const auto& [file, bytes] : reserved_at_start) {
+    const CommandRun run = fraglab("inspect " + kReal + file + " --json -");
+    ASSERT_EQ(run.status, 0) << file << run.err;
+    const auto j = nlohmann::json::parse(run.out);
+    EXPECT_EQ(j["initial_state"]["reserved_bytes"].get<std::uint64_t>(), bytes) << file;
+  }
+}
+
+}  // namespace
