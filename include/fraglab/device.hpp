@@ -51,6 +51,8 @@ class Device {
   virtual std::string kind() const = 0;   // "sim", "cuda:0", ...
   virtual Bytes capacity() const = 0;     // total device memory
   virtual Bytes granularity() const = 0;  // physical page size of map/unmap (2 MiB)
+  // What cudaMemGetInfo would call free: memory no one (this policy or anything else) holds.
+  virtual Bytes free_memory() const { return capacity() > reserved_ ? capacity() - reserved_ : 0; }
 
   // cudaMalloc. `at` asks for a specific address (rebuilding recorded state, validation); a
   // device that cannot honour it places the range elsewhere. nullopt = out of memory.

@@ -40,6 +40,7 @@ class SimDevice final : public Device {
   Bytes capacity() const override { return config_.capacity; }
   Bytes granularity() const override { return kPage; }
   Bytes external() const { return config_.external; }
+  Bytes free_memory() const override { return config_.capacity - config_.external - physical_in_use_; }
   // Physical bytes in use by malloc ranges and mapped pages (what capacity limits).
   Bytes physical_in_use() const { return physical_in_use_; }
 

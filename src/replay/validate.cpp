@@ -361,8 +361,17 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
           *oom_available, peak));
     }
   }
-  const Bytes capacity = std::max(options.capacity.value_or(80 * GiB), report.available_bytes);
+  // The GPU's total memory is not in a snapshot. It sizes expandable segments' virtual ranges
+  // (1.125 x capacity, cca-spec §7.1): assuming the obtainable bytes keeps simulated ranges no
+  // larger than the recorded ones, so ranges the run reserved side by side do not collide.
+  const Bytes capacity = std::max(options.capacity.value_or(report.available_bytes), report.available_bytes);
   const bool gc_configured = spec.find("garbage_collection_threshold") != std::string::npos;
+  const bool fraction_configured = spec.find("per_process_memory_fraction") != std::string::npos;
+  if ((gc_configured || fraction_configured) && !options.capacity) {
+    report.notes.push_back(
+        "a memory fraction / garbage collection limit is a share of the GPU's total memory, which a snapshot does not "
+        "record: pass --capacity for an exact replay (the obtainable bytes were assumed)");
+  }
 
   // A burst read as a flush inside a malloc that the simulation does not reproduce (the request
   // was served from the cache instead) was an empty_cache() call: re-read it so and replay again.

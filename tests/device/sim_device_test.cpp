@@ -136,3 +136,18 @@ TEST(SimDevice, AddressHintsAreUsedOnceInOrder) {
 
 }  // namespace
 }  // namespace fraglab
+
+namespace fraglab {
+namespace {
+
+TEST(SimDevice, FreeMemoryIsWhatNoOneHolds) {
+  SimDevice device({.capacity = 100 * MiB, .external = 30 * MiB});
+  EXPECT_EQ(device.free_memory(), 70 * MiB);
+  ASSERT_TRUE(device.malloc(20 * MiB));
+  auto range = device.reserve_range(40 * MiB);
+  ASSERT_TRUE(device.map(*range, 20 * MiB));
+  EXPECT_EQ(device.free_memory(), 30 * MiB);  // 100 - 30 external - 20 malloc - 20 mapped
+}
+
+}  // namespace
+}  // namespace fraglab

@@ -1,0 +1,200 @@
+// Rebuilding the allocator state a cut-off trace starts from (cca-spec §12.2).
+//
+// Each initial segment becomes a device range at its recorded address (or wherever the device
+// puts it: the segment's blocks move by the same offset), counted in the stats like a segment
+// allocation but not as a device call of the replay (num_device_alloc stays 0). Expandable runs
+// of the same (stream, pool) share one reserved range starting at the first run. Each initial
+// allocation becomes an allocated (or pending-free) block; when its block size is not recorded
+// it is derived with the split rule from the gap it was carved from. Gaps are free blocks.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "pytorch/caching_allocator.hpp"
+#include "pytorch/rounding.hpp"
+
+namespace fraglab::cca {
+namespace {
+[[noreturn]] void fail(const std::string& message) { throw InputError("pytorch: " + message); }
+}  // namespace
+
+std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& initial) {
+  const auto& segs = initial.segments;
+  const auto& allocs = initial.allocations;
+  std::vector<std::size_t> seg_order(segs.size());
+  std::iota(seg_order.begin(), seg_order.end(), 0);
+  std::sort(seg_order.begin(), seg_order.end(), [&](auto a, auto b) { return segs[a].addr < segs[b].addr; });
+
+  // Which segment holds each allocation (allocations per segment, in address order).
+  std::vector<std::vector<std::size_t>> held(segs.size());
+  std::vector<std::size_t> alloc_order(allocs.size());
+  std::iota(alloc_order.begin(), alloc_order.end(), 0);
+  std::sort(alloc_order.begin(), alloc_order.end(), [&](auto a, auto b) { return allocs[a].addr < allocs[b].addr; });
+  for (std::size_t ai : alloc_order) {
+    const InitialAllocation& a = allocs[ai];
+    auto it = std::upper_bound(seg_order.begin(), seg_order.end(), a.addr,
+                               [&](Addr addr, std::size_t s) { return addr < segs[s].addr; });
+    if (it == seg_order.begin() || a.addr >= segs[*(it - 1)].addr + segs[*(it - 1)].size) {
+      fail(fmt::format("initial allocation {} at {:#x} lies outside every initial segment", a.id, a.addr));
+    }
+    held[*(it - 1)].push_back(ai);
+  }
+
+  std::vector<std::optional<Block>> result(allocs.size());
+  std::vector<NodeId> free_nodes;
+
+  // Lays out one mapped run [start, start + size) (addresses already shifted) after `prev`;
+  // returns the last node.
+  auto build_run = [&](NodeId prev, Addr start, Bytes size, std::int64_t shift, const std::vector<std::size_t>& in,
+                       StreamId stream, PoolKind pool, std::int32_t segment) -> NodeId {
+    auto link = [&](Addr addr, Bytes bytes) {
+      const NodeId id = nodes_.create();
+      Node& n = nodes_[id];
+      n.addr = addr;
+      n.size = bytes;
+      n.stream = stream;
+      n.pool = pool;
+      n.segment = segment;
+      n.prev = prev;
+      if (prev != kNil) nodes_[prev].next = id;
+      prev = id;
+      return id;
+    };
+    const Addr end = start + size;
+    Addr cursor = start;
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      const InitialAllocation& a = allocs[in[k]];
+      const Addr addr = a.addr + static_cast<Addr>(shift);
+      if (addr < cursor) fail(fmt::format("initial allocation {} at {:#x} overlaps the one before it", a.id, a.addr));
+      if (addr > cursor) free_nodes.push_back(link(cursor, addr - cursor));
+      const Addr next = k + 1 < in.size() ? allocs[in[k + 1]].addr + static_cast<Addr>(shift) : end;
+      const Bytes gap = next - addr;
+      Bytes block = a.block_size;
+      if (block == 0) {  // derive: the free block it was carved from was `gap` bytes (§4.1)
+        const Bytes rounded = round_size(a.requested, config_.rounding);
+        if (rounded >= gap) {
+          block = gap;
+        } else {
+          const Bytes remaining = gap - rounded;
+          const bool split = (pool == PoolKind::Small || segment >= 0 || expandable_active_)
+                                 ? remaining >= kMinBlockSize
+                                 : rounded < config_.max_split_size && remaining > kSmallSize;
+          block = split ? rounded : gap;
+        }
+      }
+      if (block > gap) {
+        fail(fmt::format("initial allocation {} at {:#x}: block of {} bytes does not fit before {:#x}", a.id, a.addr,
+                         block, next - static_cast<Addr>(shift)));
+      }
+      const NodeId id = link(addr, block);
+      Node& n = nodes_[id];
+      n.requested = a.requested;
+      n.serial = ++serial_;
+      if (a.free_requested) {
+        n.pending = true;
+        pending_.emplace_back(id, n.serial);
+        ++pending_live_;
+      } else {
+        n.allocated = true;
+        stats_.allocation.increase(pool, 1);
+        stats_.allocated_bytes.increase(pool, block);
+        if (block >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+      }
+      stats_.active.increase(pool, 1);
+      stats_.active_bytes.increase(pool, block);
+      stats_.requested_bytes.increase(pool, a.requested);
+      result[in[k]] = Block{addr, block, a.requested, stream, cookie_of(id, n)};
+      cursor = addr + block;
+    }
+    if (cursor < end) free_nodes.push_back(link(cursor, end - cursor));
+    return prev;
+  };
+
+  // cudaMalloc'd segments.
+  for (std::size_t s : seg_order) {
+    const InitialSegment& seg = segs[s];
+    if (seg.expandable) continue;
+    const PoolKind pool = seg.small_pool ? PoolKind::Small : PoolKind::Large;
+    const std::optional<Addr> addr = device_.malloc(seg.size, seg.addr);
+    if (!addr) fail(fmt::format("the device has no room for initial segment at {:#x} ({} bytes)", seg.addr, seg.size));
+    const std::int64_t shift = static_cast<std::int64_t>(*addr - seg.addr);
+    const std::size_t first_free = free_nodes.size();
+    const NodeId last = build_run(kNil, *addr, seg.size, shift, held[s], seg.stream, pool, -1);
+    total_ += seg.size;
+    stats_.segment.increase(pool, 1);
+    stats_.reserved_bytes.increase(pool, seg.size);
+    if (seg.size >= config_.max_split_size) stats_.oversize_segments.increase(1);
+    const bool split = nodes_[last].prev != kNil;
+    for (std::size_t k = first_free; k < free_nodes.size() && split; ++k) {
+      stats_.inactive_split.increase(pool, 1);
+      stats_.inactive_split_bytes.increase(pool, nodes_[free_nodes[k]].size);
+    }
+  }
+
+  // Expandable runs: per (stream, pool), runs in address order share a range while they fit.
+  std::vector<std::size_t> runs;
+  for (std::size_t s : seg_order) {
+    if (segs[s].expandable) runs.push_back(s);
+  }
+  std::stable_sort(runs.begin(), runs.end(), [&](auto a, auto b) {
+    if (segs[a].stream != segs[b].stream) return segs[a].stream < segs[b].stream;
+    return segs[a].small_pool > segs[b].small_pool;
+  });
+  for (std::size_t i = 0; i < runs.size();) {
+    const InitialSegment& first = segs[runs[i]];
+    const PoolKind pool = first.small_pool ? PoolKind::Small : PoolKind::Large;
+    const Bytes range = expandable_range_size(page_size(pool));
+    std::size_t j = i + 1;
+    while (j < runs.size() && segs[runs[j]].stream == first.stream && segs[runs[j]].small_pool == first.small_pool &&
+           segs[runs[j]].addr + segs[runs[j]].size <= first.addr + range) {
+      ++j;
+    }
+    BlockPool& bp = pool_of(pool);
+    const NodeId whole = create_expandable_segment(first.stream, bp, first.addr);
+    if (whole == kNil) fail(fmt::format("cannot reserve the address range of initial segment at {:#x}", first.addr));
+    const std::int32_t index = nodes_[whole].segment;
+    const Addr base = nodes_[whole].addr;
+    const std::int64_t shift = static_cast<std::int64_t>(base - first.addr);
+    bp.unmapped.erase({first.stream, base});
+    nodes_.destroy(whole);
+
+    NodeId prev = kNil;
+    Addr cursor = base;
+    auto unmapped = [&](Addr addr, Bytes bytes) {
+      const NodeId id = nodes_.create();
+      Node& n = nodes_[id];
+      n.addr = addr;
+      n.size = bytes;
+      n.stream = first.stream;
+      n.pool = pool;
+      n.segment = index;
+      n.mapped = false;
+      n.prev = prev;
+      if (prev != kNil) nodes_[prev].next = id;
+      bp.unmapped.emplace(std::make_pair(n.stream, addr), id);
+      prev = id;
+    };
+    for (std::size_t k = i; k < j; ++k) {
+      const InitialSegment& run = segs[runs[k]];
+      const Addr start = run.addr + static_cast<Addr>(shift);
+      if (start < cursor) fail(fmt::format("initial expandable segment at {:#x} overlaps the one before it", run.addr));
+      if (start > cursor) unmapped(cursor, start - cursor);
+      if (!device_.map(start, run.size)) {
+        fail(fmt::format("cannot map initial expandable segment at {:#x} ({} bytes: whole pages of {} bytes needed)",
+                         run.addr, run.size, device_.granularity()));
+      }
+      prev = build_run(prev, start, run.size, shift, held[runs[k]], run.stream, pool, index);
+      total_ += run.size;
+      stats_.reserved_bytes.increase(pool, run.size);
+      cursor = start + run.size;
+    }
+    if (cursor < base + range) unmapped(cursor, base + range - cursor);
+    i = j;
+  }
+
+  for (NodeId id : free_nodes) insert_into_blocks(pool_of(nodes_[id].pool), id);
+  return result;
+}
+
+}  // namespace fraglab::cca

@@ -1,0 +1,311 @@
+// The malloc ladder (cca-spec §5), best-fit search (§3), split (§4.1/§4.2/§4.4) and the free
+// path (§6, merge §4.3). Release rungs live in release.cpp, page mapping in expandable.cpp.
+#include "pytorch/caching_allocator.hpp"
+
+#include <algorithm>
+
+#include "pytorch/rounding.hpp"
+
+namespace fraglab::cca {
+namespace {
+constexpr std::uint64_t kZeroCookie = ~std::uint64_t{0};  // the size-0 "null pointer" block
+Bytes saturating_add(Bytes a, Bytes b) { return a > kUnlimited - b ? kUnlimited : a + b; }
+}  // namespace
+
+CachingAllocator::CachingAllocator(Config config, Device& device)
+    : config_(std::move(config)),
+      device_(device),
+      expandable_active_(config_.expandable_segments && has_expandable_segments(config_.version)),
+      oversize_slack_(config_.oversize_slack()) {
+  if (config_.memory_fraction) {
+    const double f = *config_.memory_fraction;
+    if (!(fraction_one_means_unset(config_.version) && f >= 1.0)) {
+      allowed_ = static_cast<Bytes>(f * static_cast<double>(device_.capacity()));
+    }
+  }
+  stats_.max_split_size =
+      config_.max_split_size == kUnlimited ? -1 : static_cast<std::int64_t>(config_.max_split_size);
+  scratch_.reserve(256);
+}
+
+// ---- malloc (§5) ------------------------------------------------------------------------------
+
+std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
+  if (size == 0) return Block{0, 0, 0, stream, kZeroCookie};  // PyTorch returns a null pointer
+  if (size >= kMaxRequest) {
+    last_oom_ = "CUDA out of memory. Tried to allocate more than 1EB memory.";  // not in num_ooms
+    return std::nullopt;
+  }
+  Request r;
+  r.requested = size;
+  r.rounded = round_size(size, config_.rounding);
+  r.alloc_size = get_allocation_size(r.rounded, config_.large_segment_size);
+  r.stream = stream;
+  r.pool = &pool_of(pool_for(r.rounded));
+
+  // Step 3: search (free-memory callbacks are a no-op here, §3.2). Steps 4-5: GC, then the ladder.
+  bool found = get_free_block(r);
+  if (!found) {
+    if (gc_enabled()) garbage_collect_cached_blocks();
+    found = alloc_block(r, false) || (release_available_cached_blocks(r) && alloc_block(r, false)) ||
+            (release_cached_blocks() && alloc_block(r, true));
+  }
+  if (!found) {
+    oom(r);
+    return std::nullopt;
+  }
+  return alloc_found_block(r);
+}
+
+// §3.2: best fit on (stream, size, address), expandable tweak (§7.4), max_split_size rules.
+bool CachingAllocator::get_free_block(Request& r) {
+  BlockPool& pool = *r.pool;
+  if (gc_enabled()) ++pool.get_free_blocks_call_count;
+  FreeBlockSet& set = pool.blocks;
+  FreeBlockSet::Pos it = set.lower_bound(FreeKey{r.stream, r.rounded, 0});
+  if (set.is_end(it) || set.at(it).stream != r.stream) return false;
+
+  if (nodes_[set.at(it).id].expandable()) {
+    if (expandable_active_) {
+      // Count the unmapped space after a block as part of its size, so a block touching the
+      // unmapped tail is passed over for the next larger interior block.
+      auto expandable_size = [this](const FreeEntry& e) {
+        const Node& n = nodes_[e.id];
+        return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
+      };
+      FreeBlockSet::Pos next = set.next(it);
+      while (nodes_[set.at(it).id].expandable() && !set.is_end(next) && set.at(next).stream == r.stream &&
+             expandable_size(set.at(next)) < expandable_size(set.at(it))) {
+        it = next;
+        next = set.next(next);
+      }
+    } else {
+      // Expandable segments were switched off: such blocks are skipped entirely.
+      do {
+        it = set.next(it);
+      } while (!set.is_end(it) && nodes_[set.at(it).id].expandable() && set.at(it).stream == r.stream);
+      if (set.is_end(it) || set.at(it).stream != r.stream) return false;
+    }
+  }
+
+  const Bytes ms = config_.max_split_size;
+  const Bytes candidate = set.at(it).size;
+  if (r.rounded < ms && candidate >= ms) return false;  // no oversize block for a normal request
+  if (r.rounded >= ms && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
+  r.block = set.at(it).id;
+  set.erase(key_of(nodes_[r.block]));
+  return true;
+}
+
+// §5.1: a new segment (cudaMalloc) or new pages (expandable).
+bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
+  if (is_retry) ++stats_.num_alloc_retries;  // counted on entering the last rung (§14.4)
+  if (allowed_ && total_ + r.alloc_size > *allowed_) return false;  // uses alloc_size even if expandable
+  if (expandable_active_) {
+    r.block = try_allocate_expandable_block(r);
+    return r.block != kNil;
+  }
+  const std::optional<Addr> addr = device_.malloc(r.alloc_size);
+  if (!addr) return false;
+  total_ += r.alloc_size;
+  const NodeId id = nodes_.create();
+  Node& n = nodes_[id];
+  n.addr = *addr;
+  n.size = r.alloc_size;
+  n.stream = r.stream;
+  n.pool = r.pool->kind;
+  stats_.segment.increase(n.pool, 1);
+  stats_.reserved_bytes.increase(n.pool, n.size);
+  if (n.size >= config_.max_split_size) stats_.oversize_segments.increase(1);
+  ++stats_.num_device_alloc;
+  r.block = id;
+  return true;
+}
+
+// §4.1: small pool or expandable mode: remainder >= 512; large pool: request below
+// max_split_size and remainder strictly above 1 MiB.
+bool CachingAllocator::should_split(const Node& block, Bytes rounded) const {
+  const Bytes remaining = block.size - rounded;
+  if (block.pool == PoolKind::Small || expandable_active_) return remaining >= kMinBlockSize;
+  return rounded < config_.max_split_size && remaining > kSmallSize;
+}
+
+// §5 step 7 / §4.2 / §4.4: carve from the low end, account inactive splits, mark allocated.
+Block CachingAllocator::alloc_found_block(Request& r) {
+  const PoolKind pool = r.pool->kind;
+  const bool split = should_split(nodes_[r.block], r.rounded);
+  const bool already_split = nodes_[r.block].is_split();
+  if (split) {
+    const NodeId rest = nodes_.create();  // may move the arena: take references afterwards
+    Node& b = nodes_[r.block];
+    Node& rem = nodes_[rest];
+    rem.addr = b.addr + r.rounded;
+    rem.size = b.size - r.rounded;
+    rem.stream = b.stream;
+    rem.pool = b.pool;
+    rem.segment = b.segment;
+    rem.prev = r.block;
+    rem.next = b.next;
+    if (b.next != kNil) nodes_[b.next].prev = rest;
+    b.next = rest;
+    b.size = r.rounded;
+    insert_into_blocks(*r.pool, rest);
+    if (!b.expandable()) {
+      if (already_split) {
+        stats_.inactive_split_bytes.decrease(pool, r.rounded);  // an inactive split block shrinks
+      } else {
+        stats_.inactive_split_bytes.increase(pool, rem.size);   // a new inactive split block
+        stats_.inactive_split.increase(pool, 1);
+      }
+    }
+  } else if (already_split && !nodes_[r.block].expandable()) {
+    stats_.inactive_split_bytes.decrease(pool, nodes_[r.block].size);
+    stats_.inactive_split.decrease(pool, 1);
+  }
+  Node& b = nodes_[r.block];
+  b.allocated = true;
+  b.requested = r.requested;
+  b.serial = ++serial_;
+  stats_.allocation.increase(pool, 1);
+  stats_.allocated_bytes.increase(pool, b.size);
+  stats_.active.increase(pool, 1);
+  stats_.active_bytes.increase(pool, b.size);
+  stats_.requested_bytes.increase(pool, b.requested);
+  if (b.size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+  return Block{b.addr, b.size, b.requested, b.stream, cookie_of(r.block, b)};
+}
+
+void CachingAllocator::oom(const Request& r) {
+  ++stats_.num_ooms;
+  OomFacts facts;
+  facts.version = config_.version;
+  facts.alloc_size = r.alloc_size;  // "Tried to allocate" shows the segment size (§14.7)
+  facts.device_total = device_.capacity();
+  // cudaMemGetInfo's free bytes (memory outside the allocator counts as used).
+  facts.device_free = device_.free_memory();
+  facts.allowed = allowed_;
+  facts.allocated = static_cast<Bytes>(stats_.allocated_bytes.all().current);
+  facts.reserved = static_cast<Bytes>(stats_.reserved_bytes.all().current);
+  last_oom_ = oom_message(facts);
+}
+
+// ---- free path (§6) ---------------------------------------------------------------------------
+
+Node* CachingAllocator::lookup(const Block& block) {
+  if (block.cookie == kZeroCookie) return nullptr;
+  const NodeId id = static_cast<NodeId>(block.cookie & 0xffffffffu);
+  if (id >= nodes_.slots()) return nullptr;
+  Node& n = nodes_[id];
+  if (!n.live || n.serial != static_cast<std::uint32_t>(block.cookie >> 32)) return nullptr;
+  return &n;
+}
+
+void CachingAllocator::free_requested(const Block& block) {
+  Node* n = lookup(block);
+  if (n == nullptr || !n->allocated) return;
+  n->allocated = false;
+  stats_.allocation.decrease(n->pool, 1);
+  stats_.allocated_bytes.decrease(n->pool, n->size);
+  if (n->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+  n->pending = true;  // still active, not reusable until completed (§6 step 2)
+  const NodeId id = static_cast<NodeId>(block.cookie & 0xffffffffu);
+  pending_.emplace_back(id, n->serial);
+  ++pending_live_;
+}
+
+void CachingAllocator::free_completed(const Block& block) {
+  Node* n = lookup(block);
+  if (n == nullptr || !n->pending) return;  // e.g. already completed by empty_cache (§5.3 step 1)
+  n->pending = false;
+  --pending_live_;
+  free_block(static_cast<NodeId>(block.cookie & 0xffffffffu));
+  if (pending_.size() > 64 && pending_.size() > 2 * pending_live_) {
+    std::erase_if(pending_, [this](const auto& p) {
+      const Node& m = nodes_[p.first];
+      return !(m.live && m.pending && m.serial == p.second);
+    });
+  }
+}
+
+void CachingAllocator::free(const Block& block) {
+  Node* n = lookup(block);
+  if (n == nullptr) return;
+  if (n->allocated) {
+    n->allocated = false;
+    stats_.allocation.decrease(n->pool, 1);
+    stats_.allocated_bytes.decrease(n->pool, n->size);
+    if (n->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+  } else if (n->pending) {
+    n->pending = false;
+    --pending_live_;
+  } else {
+    return;
+  }
+  free_block(static_cast<NodeId>(block.cookie & 0xffffffffu));
+}
+
+// §6 step 3 / §4.3 / §4.4: merge with free neighbours, back into the pool, net inactive_split.
+void CachingAllocator::free_block(NodeId id) {
+  Node& n = nodes_[id];
+  const Bytes original_size = n.size;
+  const Bytes requested = n.requested;
+  const PoolKind kind = n.pool;
+  BlockPool& pool = pool_of(kind);
+  std::int64_t d_count = 0;
+  std::int64_t d_bytes = 0;
+  const NodeId candidates[2] = {n.prev, n.next};
+  for (NodeId c : candidates) {
+    const Bytes subsumed = try_merge_blocks(id, c, pool);
+    if (subsumed > 0) {
+      d_count -= 1;
+      d_bytes -= static_cast<std::int64_t>(subsumed);
+    }
+  }
+  insert_into_blocks(pool, id);
+  const Node& m = nodes_[id];
+  if (m.is_split()) {
+    d_count += 1;
+    d_bytes += static_cast<std::int64_t>(m.size);
+  }
+  if (!m.expandable()) {
+    stats_.inactive_split.apply(kind, d_count);
+    stats_.inactive_split_bytes.apply(kind, d_bytes);
+  }
+  stats_.active.decrease(kind, 1);
+  stats_.active_bytes.decrease(kind, original_size);
+  stats_.requested_bytes.decrease(kind, requested);
+}
+
+// Absorbs `src` into `dst` if src is a reusable neighbour in the same mapped state; returns
+// the bytes absorbed. dst must not be in a set (its key changes).
+Bytes CachingAllocator::try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool) {
+  if (src == kNil) return 0;
+  Node& s = nodes_[src];
+  Node& d = nodes_[dst];
+  if (!s.reusable() || s.mapped != d.mapped) return 0;
+  if (s.mapped) {
+    pool.blocks.erase(key_of(s));
+  } else {
+    pool.unmapped.erase({s.stream, s.addr});
+  }
+  if (d.prev == src) {  // [src dst]
+    d.addr = s.addr;
+    d.prev = s.prev;
+    if (d.prev != kNil) nodes_[d.prev].next = dst;
+  } else {  // [dst src]
+    d.next = s.next;
+    if (d.next != kNil) nodes_[d.next].prev = dst;
+  }
+  const Bytes subsumed = s.size;
+  d.size += subsumed;
+  nodes_.destroy(src);
+  return subsumed;
+}
+
+void CachingAllocator::insert_into_blocks(BlockPool& pool, NodeId id) {
+  Node& n = nodes_[id];
+  n.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3)
+  pool.blocks.insert(FreeEntry{n.stream, n.size, n.addr, id});
+}
+
+}  // namespace fraglab::cca

@@ -1,0 +1,135 @@
+// The emulated DeviceCachingAllocator: PyTorch's decisions, request by request (cca-spec §3-§7).
+//
+// Invariants (each file implementing a part cites the spec section it copies):
+//  - total_ (PyTorch's total_allocated_memory) == bytes this allocator holds from the device ==
+//    stats.reserved_bytes.all.current; it changes only at segment malloc/free and page map/unmap;
+//  - every node reachable from a segment chain is live; the chains tile each cudaMalloc'd
+//    segment exactly, and each expandable address range exactly (mapped and unmapped blocks);
+//  - free blocks are maximal: two reusable neighbours with the same mapped state never coexist
+//    (merge on free, §4.3), so a pending block (free requested, not completed) is never merged;
+//  - a Block handed out carries cookie = serial << 32 | node id; a free whose serial does not
+//    match the node (a stale or repeated free) is ignored.
+// Files: caching_allocator.cpp (malloc ladder, free path), release.cpp (GC, release_*),
+// expandable.cpp (§7), adopt.cpp (initial state), segments_view.cpp, oom_message.cpp.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fraglab/device.hpp"
+#include "fraglab/policy.hpp"
+#include "fraglab/trace.hpp"
+#include "pytorch/block_pool.hpp"
+#include "pytorch/config.hpp"
+#include "pytorch/stats.hpp"
+
+namespace fraglab::cca {
+
+// One reserved virtual range of expandable segments (§7.1): one per (stream, pool) in practice.
+struct ExpandableSegment {
+  Addr base = 0;
+  Bytes size = 0;
+  Bytes page = 0;  // 2 MiB (small pool) or large_segment_size (large pool)
+  StreamId stream = 0;
+  PoolKind pool = PoolKind::Large;
+  bool live = false;
+};
+
+class CachingAllocator {
+ public:
+  CachingAllocator(Config config, Device& device);
+
+  // PyTorch's malloc: nullopt on OOM (then last_oom_message() has PyTorch's text).
+  std::optional<Block> malloc(Bytes size, StreamId stream);
+  void free_requested(const Block& block);  // user free: allocated bytes drop now (§6)
+  void free_completed(const Block& block);  // the block returns to its pool (merges)
+  void free(const Block& block);            // both at once
+  void empty_cache() { release_cached_blocks(); }
+  std::vector<std::optional<Block>> adopt(const InitialState& initial);
+
+  const DeviceStats& stats() const { return stats_; }
+  const Config& config() const { return config_; }
+  const std::string& last_oom_message() const { return last_oom_; }
+  std::vector<SegmentView> segments() const;
+  Bytes total_allocated_memory() const { return total_; }
+  std::optional<Bytes> allowed_memory_maximum() const { return allowed_; }
+
+ private:
+  // PyTorch's AllocParams.
+  struct Request {
+    Bytes requested;
+    Bytes rounded;
+    Bytes alloc_size;
+    StreamId stream;
+    BlockPool* pool;
+    NodeId block = kNil;
+  };
+
+  BlockPool& pool_of(PoolKind kind) { return pools_[static_cast<int>(kind)]; }
+  bool gc_enabled() const { return allowed_.has_value() && config_.garbage_collection_threshold > 0.0; }
+  Node* lookup(const Block& block);
+  static std::uint64_t cookie_of(NodeId id, const Node& n) { return (std::uint64_t{n.serial} << 32) | id; }
+
+  // caching_allocator.cpp
+  bool get_free_block(Request& r);
+  bool alloc_block(Request& r, bool is_retry);
+  bool should_split(const Node& block, Bytes rounded) const;
+  Block alloc_found_block(Request& r);
+  void free_block(NodeId id);
+  Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
+  void insert_into_blocks(BlockPool& pool, NodeId id);
+  void oom(const Request& r);
+
+  // release.cpp
+  void garbage_collect_cached_blocks();
+  bool release_available_cached_blocks(const Request& r);
+  bool release_cached_blocks();
+  void synchronize_and_free_events();
+  void release_blocks(BlockPool& pool);
+  void release_block(NodeId id);
+
+  // expandable.cpp
+  NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size);
+  NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
+  bool map_block(NodeId id, Bytes size);
+  NodeId try_allocate_expandable_block(const Request& r);
+  void unmap_block(NodeId id);
+  void release_expandable_segment(NodeId id);
+  Bytes page_size(PoolKind pool) const;
+  Bytes expandable_range_size(Bytes page) const;
+
+  Config config_;
+  Device& device_;
+  bool expandable_active_;     // expandable_segments:True in a version that has them
+  Bytes oversize_slack_;       // §3.2 step 4 R
+  std::optional<Bytes> allowed_;  // allowed_memory_maximum (memory fraction), §5.6
+  NodeArena nodes_;
+  std::array<BlockPool, 2> pools_{BlockPool(PoolKind::Small), BlockPool(PoolKind::Large)};
+  std::vector<ExpandableSegment> expandable_;
+  // Blocks whose free was requested but not completed, FIFO; entries go stale when completed.
+  std::vector<std::pair<NodeId, std::uint32_t>> pending_;
+  std::size_t pending_live_ = 0;
+  DeviceStats stats_;
+  Bytes total_ = 0;
+  std::uint32_t serial_ = 0;
+  std::string last_oom_;
+  std::vector<FreeEntry> scratch_;  // walks over a pool that free blocks as they go
+  std::vector<NodeId> scratch_ids_;
+};
+
+// oom_message.cpp
+std::string format_size(Bytes size);
+struct OomFacts {
+  Version version = Version::Newest;
+  Bytes alloc_size = 0;
+  Bytes device_total = 0;
+  Bytes device_free = 0;
+  std::optional<Bytes> allowed;
+  Bytes allocated = 0;  // allocated_bytes.all.current
+  Bytes reserved = 0;   // reserved_bytes.all.current
+};
+std::string oom_message(const OomFacts& facts);
+
+}  // namespace fraglab::cca

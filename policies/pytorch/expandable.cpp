@@ -1,0 +1,193 @@
+// Expandable segments on the device's virtual-memory calls (cca-spec §7).
+//
+// Invariants:
+//  - one ExpandableSegment = one reserved range of page * ceil(1.125 * capacity / page) bytes,
+//    tiled by a chain of blocks, each either mapped (free or in use) or unmapped;
+//  - unmapped blocks start and end on page boundaries and sit in their pool's unmapped set;
+//  - pages are mapped only to grow (alloc_block) and unmapped only by release_cached_blocks,
+//    whole pages inside free blocks only; `segment` stats never change here.
+#include <algorithm>
+
+#include "pytorch/caching_allocator.hpp"
+
+namespace fraglab::cca {
+
+Bytes CachingAllocator::page_size(PoolKind pool) const {
+  return pool == PoolKind::Small ? kSmallBuffer : config_.large_segment_size;
+}
+
+// "enough address space for 1 1/8 the total memory on the GPU", in whole pages (§7.1).
+Bytes CachingAllocator::expandable_range_size(Bytes page) const {
+  const Bytes cap = device_.capacity();
+  const Bytes want = cap + cap / 8;
+  return page * ((want + page - 1) / page);
+}
+
+NodeId CachingAllocator::create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at) {
+  const Bytes page = page_size(pool.kind);
+  const Bytes size = expandable_range_size(page);
+  const std::optional<Addr> base = device_.reserve_range(size, at.value_or(Device::kAnyAddress));
+  if (!base) return kNil;
+  ExpandableSegment seg{*base, size, page, stream, pool.kind, true};
+  auto slot = std::find_if(expandable_.begin(), expandable_.end(), [](const auto& s) { return !s.live; });
+  std::int32_t index;
+  if (slot != expandable_.end()) {
+    *slot = seg;
+    index = static_cast<std::int32_t>(slot - expandable_.begin());
+  } else {
+    index = static_cast<std::int32_t>(expandable_.size());
+    expandable_.push_back(seg);
+  }
+  const NodeId id = nodes_.create();
+  Node& n = nodes_[id];
+  n.addr = *base;
+  n.size = size;
+  n.stream = stream;
+  n.pool = pool.kind;
+  n.segment = index;
+  n.mapped = false;
+  pool.unmapped.emplace(std::make_pair(stream, n.addr), id);
+  return id;
+}
+
+// §7.2 step 1: the lowest address on this stream from which free-or-unmapped blocks add up to
+// `size` (starting one block early when a free block precedes the unmapped one); else a new range.
+NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool, Bytes size) {
+  auto allocatable = [this](NodeId b) { return b != kNil && nodes_[b].reusable(); };
+  auto has_room = [&](NodeId b) {
+    Bytes bytes = 0;
+    while (bytes < size && allocatable(b)) {
+      bytes += nodes_[b].size;
+      b = nodes_[b].next;
+    }
+    return bytes >= size;
+  };
+  for (auto it = pool.unmapped.lower_bound({stream, 0}); it != pool.unmapped.end() && it->first.first == stream;
+       ++it) {
+    NodeId c = it->second;
+    if (allocatable(nodes_[c].prev)) c = nodes_[c].prev;
+    if (has_room(c)) return c;
+  }
+  return create_expandable_segment(stream, pool, std::nullopt);
+}
+
+// §7.2 step 2: map whole pages at the start of unmapped block `id` covering `size` bytes; the
+// rest stays unmapped; the mapped part merges with free mapped neighbours. One device call.
+bool CachingAllocator::map_block(NodeId id, Bytes size) {
+  const ExpandableSegment& seg = expandable_[static_cast<std::size_t>(nodes_[id].segment)];
+  const Bytes mapped = std::min(seg.page * ((size + seg.page - 1) / seg.page), nodes_[id].size);
+  if (!device_.map(nodes_[id].addr, mapped)) return false;  // a failed map leaves nothing behind
+  BlockPool& pool = pool_of(nodes_[id].pool);
+  pool.unmapped.erase({nodes_[id].stream, nodes_[id].addr});
+  nodes_[id].mapped = true;
+  if (mapped < nodes_[id].size) {
+    const NodeId rest = nodes_.create();
+    Node& n = nodes_[id];
+    Node& r = nodes_[rest];
+    r.addr = n.addr + mapped;
+    r.size = n.size - mapped;
+    r.stream = n.stream;
+    r.pool = n.pool;
+    r.segment = n.segment;
+    r.mapped = false;
+    r.prev = id;
+    r.next = n.next;
+    if (n.next != kNil) nodes_[n.next].prev = rest;
+    n.next = rest;
+    n.size = mapped;
+    pool.unmapped.emplace(std::make_pair(r.stream, r.addr), rest);
+  }
+  try_merge_blocks(id, nodes_[id].prev, pool);
+  try_merge_blocks(id, nodes_[id].next, pool);
+  insert_into_blocks(pool, id);
+  total_ += mapped;
+  stats_.reserved_bytes.increase(pool.kind, mapped);
+  ++stats_.num_device_alloc;  // per map call, not per page
+  return true;
+}
+
+// §7.2: grow until one free block of >= rounded bytes exists; returns it out of the pool. A
+// failure after some pages were mapped leaves them mapped as free blocks (trap §14.8).
+NodeId CachingAllocator::try_allocate_expandable_block(const Request& r) {
+  BlockPool& pool = *r.pool;
+  NodeId c = find_expandable_block(r.stream, pool, r.rounded);
+  if (c == kNil) return kNil;
+  if (!nodes_[c].mapped && !map_block(c, std::min(nodes_[c].size, r.rounded))) return kNil;
+  while (nodes_[c].size < r.rounded) {
+    // invariant: c is free and mapped, followed by an unmapped block
+    const Bytes remaining = r.rounded - nodes_[c].size;
+    const NodeId next = nodes_[c].next;
+    if (!map_block(next, std::min(remaining, nodes_[next].size))) return kNil;
+    c = next;  // map_block merged the old candidate into `next`
+  }
+  pool.blocks.erase(key_of(nodes_[c]));
+  return c;
+}
+
+// §7.5: unmap the whole pages inside free block `id`; partial pages at the edges stay mapped
+// as small free blocks; the unmapped part merges with unmapped neighbours.
+void CachingAllocator::unmap_block(NodeId id) {
+  const ExpandableSegment& seg = expandable_[static_cast<std::size_t>(nodes_[id].segment)];
+  const Bytes page = seg.page;
+  const Bytes off_begin = nodes_[id].addr - seg.base;
+  const Bytes off_end = off_begin + nodes_[id].size;
+  const Bytes first = (off_begin + page - 1) / page;
+  const Bytes last = off_end / page;
+  if (first >= last) return;
+  const Addr uaddr = seg.base + first * page;
+  const Bytes usize = (last - first) * page;
+  device_.unmap(uaddr, usize);
+  BlockPool& pool = pool_of(nodes_[id].pool);
+  pool.blocks.erase(key_of(nodes_[id]));
+
+  auto make_free = [&](Addr addr, Bytes size) {
+    const NodeId f = nodes_.create();
+    Node& src = nodes_[id];
+    Node& n = nodes_[f];
+    n.addr = addr;
+    n.size = size;
+    n.stream = src.stream;
+    n.pool = src.pool;
+    n.segment = src.segment;
+    return f;
+  };
+  const Bytes before = uaddr - nodes_[id].addr;
+  if (before > 0) {  // prev? -> before -> id
+    const NodeId f = make_free(nodes_[id].addr, before);
+    nodes_[f].prev = nodes_[id].prev;
+    nodes_[f].next = id;
+    if (nodes_[id].prev != kNil) nodes_[nodes_[id].prev].next = f;
+    nodes_[id].prev = f;
+    insert_into_blocks(pool, f);
+  }
+  const Bytes after = nodes_[id].size - before - usize;
+  if (after > 0) {  // id -> after -> next?
+    const NodeId f = make_free(uaddr + usize, after);
+    nodes_[f].prev = id;
+    nodes_[f].next = nodes_[id].next;
+    if (nodes_[id].next != kNil) nodes_[nodes_[id].next].prev = f;
+    nodes_[id].next = f;
+    insert_into_blocks(pool, f);
+  }
+  nodes_[id].addr = uaddr;
+  nodes_[id].size = usize;
+  nodes_[id].mapped = false;
+  try_merge_blocks(id, nodes_[id].prev, pool);
+  try_merge_blocks(id, nodes_[id].next, pool);
+  pool.unmapped.emplace(std::make_pair(nodes_[id].stream, nodes_[id].addr), id);
+  total_ -= usize;
+  stats_.reserved_bytes.decrease(pool.kind, usize);
+  ++stats_.num_device_free;
+}
+
+// A range that is one unmapped block again gives its address space back (no stats, §7.5).
+void CachingAllocator::release_expandable_segment(NodeId id) {
+  Node& n = nodes_[id];
+  ExpandableSegment& seg = expandable_[static_cast<std::size_t>(n.segment)];
+  pool_of(n.pool).unmapped.erase({n.stream, n.addr});
+  device_.release_range(seg.base);
+  seg.live = false;
+  nodes_.destroy(id);
+}
+
+}  // namespace fraglab::cca

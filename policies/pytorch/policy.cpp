@@ -1,0 +1,62 @@
+// The "pytorch" policy: the Policy adapter around CachingAllocator and its registration.
+// Options are PYTORCH_CUDA_ALLOC_CONF pasted verbatim, plus version:V (config.hpp).
+#include <fmt/format.h>
+
+#include "fraglab/policy.hpp"
+#include "pytorch/caching_allocator.hpp"
+
+namespace fraglab {
+namespace {
+
+class PytorchPolicy final : public Policy {
+ public:
+  PytorchPolicy(cca::Config config, Device& device) : allocator_(std::move(config), device) {}
+
+  std::vector<std::optional<Block>> adopt(const InitialState& initial) override { return allocator_.adopt(initial); }
+  std::optional<Block> allocate(Bytes size, StreamId stream) override { return allocator_.malloc(size, stream); }
+  void free_requested(const Block& block) override { allocator_.free_requested(block); }
+  void free_completed(const Block& block) override { allocator_.free_completed(block); }
+  void free(const Block& block) override { allocator_.free(block); }
+  void empty_cache() override { allocator_.empty_cache(); }
+
+  PolicyCounters counters() const override {
+    const cca::DeviceStats& s = allocator_.stats();
+    return PolicyCounters{static_cast<std::uint64_t>(s.num_alloc_retries), static_cast<std::uint64_t>(s.num_ooms)};
+  }
+  std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const override {
+    return allocator_.stats().listing(cca::has_requested_bytes_stat(allocator_.config().version));
+  }
+  std::vector<SegmentView> segments() const override { return allocator_.segments(); }
+  std::string last_oom_message() const override { return allocator_.last_oom_message(); }
+
+ private:
+  cca::CachingAllocator allocator_;
+};
+
+const PolicyRegistration registration{PolicyInfo{
+    "pytorch",
+    "PyTorch's CUDACachingAllocator, decision for decision (PYTORCH_CUDA_ALLOC_CONF options, versions 1.13-newest)",
+    "Emulates c10/cuda/CUDACachingAllocator.cpp as described in docs/cca-spec.md: rounding, small/large and "
+    "per-stream pools, best fit, splitting, merging, max_split_size, garbage collection, the retry ladder, OOM "
+    "text, expandable segments and memory_stats(). Not modelled: CUDA graphs / private MemPools, IPC, the "
+    "cudaMallocAsync backend (use cuda_async), per-process NVML lines in the OOM message.",
+    {
+        {"version", "newest", "PyTorch release to emulate: 1.13, 2.0, 2.1, 2.4, 2.6, 2.8, 2.9, newest"},
+        {"max_split_size_mb", "unlimited", "blocks this large (MiB) are never split; > 20 (<= 2.8), >= 20 (2.9+)"},
+        {"max_non_split_rounding_mb", "20", "2.6+: slack an oversize request may waste in a cached block (MiB)"},
+        {"roundup_power2_divisions", "0",
+         "N, or [K:v,...,>:v] per size interval (K = lower bound in MiB): round requests to 1/N of a power of 2"},
+        {"roundup_bypass_threshold_mb", "unlimited", "1.13 only: no power-of-2 rounding above this size (MiB)"},
+        {"garbage_collection_threshold", "0", "(0,1): free old cached segments above this share of the memory fraction"},
+        {"expandable_segments", "False", "2.1+: grow one virtual segment per stream and pool page by page"},
+        {"per_process_memory_fraction", "1.0",
+         "[0,1]: limit as torch.cuda.set_per_process_memory_fraction (fraction of device capacity)"},
+        {"large_segment_size_mb", "20", "newest: segment size for 1-10 MiB requests and large expandable page (> 10)"},
+        {"backend", "native", "native only (cudaMallocAsync: use the cuda_async policy)"},
+    },
+    [](std::string_view options, Device& device) -> std::unique_ptr<Policy> {
+      return std::make_unique<PytorchPolicy>(cca::parse_config(options), device);
+    }}};
+
+}  // namespace
+}  // namespace fraglab

@@ -1,0 +1,80 @@
+// PyTorch's memory statistics (cca-spec §8), kept exactly as DeviceStats keeps them.
+//
+// Invariants:
+//  - a Stat only moves through increase()/decrease(): current += / -= amount, peak = max(peak,
+//    current) on increase, allocated += amount on increase, freed += amount on decrease;
+//  - every per-pool array is updated for "all" and for the pool of the block (small/large);
+//  - listing() returns the flattened torch.cuda.memory_stats() keys sorted as Python sorts them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pytorch/constants.hpp"
+
+namespace fraglab::cca {
+
+struct Stat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocated = 0;
+  std::int64_t freed = 0;
+
+  void increase(std::uint64_t amount) {
+    current += static_cast<std::int64_t>(amount);
+    if (current > peak) peak = current;
+    allocated += static_cast<std::int64_t>(amount);
+  }
+  void decrease(std::uint64_t amount) {
+    current -= static_cast<std::int64_t>(amount);
+    freed += static_cast<std::int64_t>(amount);
+  }
+};
+
+// [0] = all, [1] = small_pool, [2] = large_pool (StatType order).
+struct StatArray {
+  std::array<Stat, 3> by_type;
+  void increase(PoolKind pool, std::uint64_t amount) {
+    by_type[0].increase(amount);
+    by_type[1 + static_cast<int>(pool)].increase(amount);
+  }
+  void decrease(PoolKind pool, std::uint64_t amount) {
+    by_type[0].decrease(amount);
+    by_type[1 + static_cast<int>(pool)].decrease(amount);
+  }
+  // A signed net change applied as one increase or decrease (free_block's inactive_split, §4.4).
+  void apply(PoolKind pool, std::int64_t delta) {
+    if (delta > 0) increase(pool, static_cast<std::uint64_t>(delta));
+    if (delta < 0) decrease(pool, static_cast<std::uint64_t>(-delta));
+  }
+  const Stat& all() const { return by_type[0]; }
+};
+
+struct DeviceStats {
+  StatArray allocation;          // user-held blocks (-1 at free *request*)
+  StatArray segment;             // cudaMalloc'd segments (not expandable maps)
+  StatArray active;              // allocated + pending-free
+  StatArray inactive_split;      // free blocks inside split non-expandable segments
+  StatArray allocated_bytes;
+  StatArray reserved_bytes;
+  StatArray active_bytes;
+  StatArray inactive_split_bytes;
+  StatArray requested_bytes;     // 2.0+
+  Stat oversize_allocations;
+  Stat oversize_segments;
+  std::int64_t num_alloc_retries = 0;
+  std::int64_t num_ooms = 0;
+  std::int64_t num_sync_all_streams = 0;
+  std::int64_t num_device_alloc = 0;
+  std::int64_t num_device_free = 0;
+  std::int64_t max_split_size = -1;  // captured at construction; unlimited -> -1
+
+  // ("allocated_bytes.all.current", value), ... sorted by key like torch.cuda.memory_stats().
+  // `with_requested_bytes` is false for 1.13, which had no requested_bytes.
+  std::vector<std::pair<std::string, std::int64_t>> listing(bool with_requested_bytes) const;
+};
+
+}  // namespace fraglab::cca
