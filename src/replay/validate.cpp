@@ -47,8 +47,6 @@ struct PreparedRun {
   std::uint64_t empty_cache_inferred = 0;
 };
 
-Bytes oversize_or(const Event& e) { return e.size; }
-
 bool is_release(Op op) { return op == Op::SegmentFree || op == Op::SegmentUnmap; }
 bool is_grow(Op op) { return op == Op::SegmentAlloc || op == Op::SegmentMap; }
 
@@ -76,22 +74,37 @@ PreparedRun prepare(const Trace& input, Bytes available, bool gc_configured,
     run.reserved_after.push_back(reserved);
     run.expect_oom.push_back(oom ? 1 : 0);
   };
+  // free_completed entries that a flush inside a malloc emitted (it synchronises all streams
+  // first, cca-spec §5.3 step 1) stand before the burst in the record, but happened after the
+  // failed cache lookup: they are replayed after the request, where the policy's own flush has
+  // already completed them.
+  std::vector<std::pair<Event, std::uint64_t>> completions_after_request;
   for (std::uint64_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
     if (is_release(e.op) && (i == 0 || !is_release(events[i - 1].op))) {
       std::uint64_t end = i;
       while (end < events.size() && is_release(events[end].op)) ++end;
-      bool inside_malloc = false;
+      bool flush_in_malloc = false;  // a retry, or the flush before an OOM
+      bool collect_in_malloc = false;  // garbage collection before a new segment
       if (end < events.size()) {
         const Event& next = events[end];
-        inside_malloc = next.op == Op::Oom ||
-                        (is_grow(next.op) && (gc_configured || reserved + oversize_or(next) > available));
+        flush_in_malloc = next.op == Op::Oom || (is_grow(next.op) && reserved + next.size > available);
+        collect_in_malloc = is_grow(next.op) && gc_configured;
       }
-      if (!inside_malloc || forced_flushes.count(i) > 0) {
+      if (forced_flushes.count(i) > 0 || !(flush_in_malloc || collect_in_malloc)) {
         Event flush;
         flush.op = Op::EmptyCache;
         push(flush, i, false);
         ++run.empty_cache_inferred;
+      } else if (flush_in_malloc) {
+        while (!run.trace.events.empty() && run.trace.events.back().op == Op::FreeCompleted) {
+          completions_after_request.emplace_back(run.trace.events.back(), run.original_index.back());
+          run.trace.events.pop_back();
+          run.original_index.pop_back();
+          run.reserved_after.pop_back();
+          run.expect_oom.pop_back();
+        }
+        std::reverse(completions_after_request.begin(), completions_after_request.end());
       }
     }
     if (e.op == Op::Oom) {
@@ -101,9 +114,13 @@ PreparedRun prepare(const Trace& input, Bytes available, bool gc_configured,
       request.size = e.size;
       request.stream = e.stream;
       push(request, i, true);
-      continue;
+    } else {
+      push(e, i, false);
     }
-    push(e, i, false);
+    if (e.op == Op::Alloc || e.op == Op::Oom) {
+      for (const auto& [completion, original] : completions_after_request) push(completion, original, false);
+      completions_after_request.clear();
+    }
   }
   return run;
 }

@@ -86,6 +86,30 @@ TEST(Validate, ReproducesARetryFromTheRecordedPeak) {
   EXPECT_EQ(r.peak_reserved_simulated, 30 * MiB);
 }
 
+Event with_op(Op op, AllocId id) {
+  Event e;
+  e.op = op;
+  e.id = id;
+  return e;
+}
+
+// Block 1 (20 MiB, a whole 20 MiB segment, no split: §1.6) is pending (used on another stream)
+// when request 2 comes: the lookup misses, cudaMalloc fails with 20 of 20 MiB obtainable held,
+// and release_cached_blocks first synchronises (emitting block 1's free_completed), then frees
+// the now whole segment A, and the retry gets B (§5.3, §6). In the record the completion stands
+// before the burst; replayed there it would let request 2 reuse A.
+TEST(Validate, CompletionsEmittedByARetryAreReplayedAfterTheLookup) {
+  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc(1, 20 * MiB, A),
+                            with_op(Op::FreeRequested, 1), with_op(Op::FreeCompleted, 1),
+                            segment(Op::SegmentFree, A, 20 * MiB), segment(Op::SegmentAlloc, B, 20 * MiB),
+                            alloc(2, 20 * MiB, B)});
+  const ValidationReport r = validate_replay(t);
+  EXPECT_TRUE(r.exact) << validation_text(r);
+  EXPECT_EQ(r.retries_simulated, 1u);
+  EXPECT_EQ(r.empty_cache_inferred, 0u);
+  EXPECT_EQ(r.alloc_addresses_matched, 2u);
+}
+
 // The oom entry says 10 MiB were free while 20 MiB were reserved: 30 MiB obtainable. A 40 MiB
 // request misses, cudaMalloc fails, release_cached_blocks frees nothing (the only segment holds
 // a live block), the retry fails: OOM, after one retry.
