@@ -1,0 +1,535 @@
+// parse_jsonl: native JSONL text -> Trace (design.md "Native trace"; field layout in
+// jsonl_writer.cpp, which is its exact inverse).
+//
+// Invariants:
+//  - the first non-blank line is the header ({"fraglab_trace": 1, ...}); every later non-blank
+//    line is exactly one JSON object holding one event; blank lines are skipped;
+//  - every error is one InputError "ORIGIN:LINE: what was expected", LINE counted from 1 over all
+//    lines, blank ones included; lifetime rules (live ids, double frees, ...) are checked while
+//    reading so the line is known (same rules as validate_trace, via LiveAllocations);
+//  - the string table is rebuilt in first-use order (header "strings" first, then per event:
+//    label, value, tag), which is the order the writer relies on to omit "strings";
+//  - a mark's value is kept as its exact JSON text, so it is written back byte for byte.
+//
+// Speed (~200 ns per event is the budget): each event line is first offered to the strict
+// scanner of jsonl_event_line.hpp, which reads the compact form writers emit in place, without
+// first finding the line's end. Any line it declines — whitespace, escapes, floats, nesting, or
+// an error — goes to one reused simdjson On-Demand parser, straight from the caller's buffer
+// (only a line within SIMDJSON_PADDING bytes of the end is copied, to give simdjson its padding).
+// Both fill the same plain slots, which make_event() then interprets by op. The header is always
+// read by simdjson.
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "fraglab/trace_io.hpp"
+#include "trace/json_text.hpp"
+#include "trace/jsonl_event_line.hpp"
+#include "trace/live_allocations.hpp"
+
+namespace fraglab {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+using detail::EventFields;
+
+// Hash/equality that let the intern table be searched with a string_view, no std::string built.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Trace::strings plus an index over it: Trace::intern is a linear scan, fine for a generator's
+// handful of tags, not for a million mark values.
+class Interner {
+ public:
+  explicit Interner(std::vector<std::string>& strings) : strings_(strings) {
+    recent_.fill(kNoString);
+  }
+
+  std::uint32_t intern(std::string_view s) {
+    // A few tags make up almost every lookup: a tiny direct-mapped cache, keyed by length and end
+    // bytes, answers them with one compare instead of hashing the whole string.
+    std::size_t slot = s.empty() ? 0
+                                 : (s.size() * 31 + static_cast<unsigned char>(s.front()) * 7 +
+                                    static_cast<unsigned char>(s.back())) %
+                                       recent_.size();
+    std::uint32_t cached = recent_[slot];
+    if (cached != kNoString && strings_[cached] == s) return cached;
+    auto it = index_.find(s);
+    std::uint32_t i;
+    if (it != index_.end()) {
+      i = it->second;
+    } else {
+      i = static_cast<std::uint32_t>(strings_.size());
+      strings_.emplace_back(s);
+      index_.emplace(strings_.back(), i);
+    }
+    recent_[slot] = i;
+    return i;
+  }
+
+  // Header "strings": taken verbatim, in order (a duplicate keeps its first index for lookups).
+  void add_verbatim(std::string_view s) {
+    strings_.emplace_back(s);
+    index_.emplace(strings_.back(), static_cast<std::uint32_t>(strings_.size() - 1));
+  }
+
+ private:
+  std::vector<std::string>& strings_;
+  std::unordered_map<std::string, std::uint32_t, StringHash, std::equal_to<>> index_;
+  std::array<std::uint32_t, 61> recent_;  // indices into strings_, kNoString = empty
+};
+
+// Lines in s (a final line without '\n' included), eight bytes at a time: one memchr call per
+// line cost more than a tenth of the whole parse.
+std::size_t count_lines(std::string_view s) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kLow7 = 0x7F7F7F7F7F7F7F7Full;
+  std::size_t n = 1, i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t v;
+    std::memcpy(&v, s.data() + i, 8);
+    std::uint64_t x = v ^ (kOnes * '\n');  // a '\n' byte becomes 0
+    // High bit set in every byte that is not zero (exact: no carries between bytes).
+    std::uint64_t nonzero = ((x & kLow7) + kLow7) | x;
+    // Sum the 0/1 flags with one multiply (std::popcount is a libgcc call on baseline x86-64).
+    n += static_cast<std::size_t>((((~nonzero & (kOnes << 7)) >> 7) * kOnes) >> 56);
+  }
+  for (; i < s.size(); ++i) n += s[i] == '\n';
+  return n;
+}
+
+std::string_view trim_right(std::string_view s) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+    s.remove_suffix(1);
+  return s;
+}
+
+// A JSON token for an error message, cut short so one bad line cannot make a huge message.
+std::string show_token(od::value& v) {
+  std::string_view raw = trim_right(v.raw_json_token());
+  if (raw.size() > 40) return std::string(raw.substr(0, 40)) + "...";
+  return std::string(raw);
+}
+
+class JsonlReader {
+ public:
+  JsonlReader(std::string_view text, std::string_view origin)
+      : text_(text), origin_(origin), interner_(trace_.strings) {}
+
+  Trace read() {
+    std::string_view line;
+    if (!next_line(line)) {
+      line_no_ = 1;  // nothing but blank lines: the header is missing from the first line
+      fail("empty input: expected a header line {\"fraglab_trace\": 1, ...}");
+    }
+    read_header(line);
+    // At most one event per remaining line: counting them (8 bytes a step, ~2% of the parse)
+    // sizes the event vector once instead of regrowing and copying it ~20 times on large traces.
+    trace_.events.reserve(count_lines(text_.substr(pos_)));
+    while (pos_ < text_.size()) {
+      // Fast path: the strict scanner reads the line in place and finds its end itself, so a
+      // well-formed line is touched once.
+      EventFields f;
+      std::size_t length;
+      if (detail::scan_event_line(text_.substr(pos_), f, length)) {
+        ++line_no_;
+        pos_ = std::min(pos_ + length + 1, text_.size());
+        make_event(f, trace_.events.emplace_back());
+        continue;
+      }
+      if (!next_line(line)) break;  // only blank lines were left
+      f = EventFields{};
+      read_event_fields(line, f);
+      make_event(f, trace_.events.emplace_back());
+    }
+    return std::move(trace_);
+  }
+
+ private:
+  [[noreturn]] void fail(std::string_view what) const {
+    throw InputError(fmt::format("{}:{}: {}", origin_, line_no_, what));
+  }
+  [[noreturn]] void fail_json(simdjson::error_code err) const {
+    fail(fmt::format("not valid JSON ({})", simdjson::error_message(err)));
+  }
+  template <class T>
+  T get(simdjson::simdjson_result<T>&& r) const {
+    T value;
+    if (auto err = std::move(r).get(value)) fail_json(err);
+    return value;
+  }
+
+  // Next non-blank line, its number in line_no_. False at the end of the text.
+  bool next_line(std::string_view& line) {
+    while (pos_ < text_.size()) {
+      ++line_no_;
+      const char* begin = text_.data() + pos_;
+      const void* nl = std::memchr(begin, '\n', text_.size() - pos_);
+      std::size_t end =
+          nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - text_.data()) : text_.size();
+      line = text_.substr(pos_, end - pos_);
+      line_start_ = pos_;
+      pos_ = nl ? end + 1 : end;
+      if (!trim_right(line).empty()) return true;
+    }
+    return false;
+  }
+
+  // Starts simdjson on the current line. The bytes after a line are readable (the rest of the
+  // text), so only a line within SIMDJSON_PADDING of the end is copied to a padded scratch buffer.
+  od::document iterate(std::string_view line) {
+    std::size_t room = text_.size() - line_start_;
+    simdjson::padded_string_view view;
+    if (room >= line.size() + simdjson::SIMDJSON_PADDING) {
+      view = simdjson::padded_string_view(line.data(), line.size(), room);
+    } else {
+      scratch_.assign(line);
+      scratch_.resize(line.size() + simdjson::SIMDJSON_PADDING, ' ');
+      view = simdjson::padded_string_view(scratch_.data(), line.size(), scratch_.size());
+    }
+    return get(parser_.iterate(view));
+  }
+
+  od::object iterate_object(od::document& doc, std::string_view what) {
+    od::object obj;
+    if (auto err = doc.get_object().get(obj)) {
+      if (err == simdjson::INCORRECT_TYPE)
+        fail(fmt::format("not a JSON object (expected {})", what));
+      fail_json(err);
+    }
+    return obj;
+  }
+
+  // After the object's closing brace nothing may follow on the line.
+  void expect_end(od::document& doc) {
+    const char* rest;
+    if (doc.current_location().get(rest) != simdjson::OUT_OF_BOUNDS)
+      fail("unexpected text after the JSON object (expected one object per line)");
+  }
+
+  std::uint64_t read_u64(od::value v, std::string_view key) {
+    std::uint64_t x;
+    if (v.get_uint64().get(x))
+      fail(fmt::format("field '{}': expected an unsigned 64-bit integer, got {}", key,
+                       show_token(v)));
+    return x;
+  }
+  std::int64_t read_i64(od::value v, std::string_view key) {
+    std::int64_t x;
+    if (v.get_int64().get(x))
+      fail(fmt::format("field '{}': expected a signed 64-bit integer, got {}", key, show_token(v)));
+    return x;
+  }
+  std::string_view read_string(od::value v, std::string_view key) {
+    std::string_view s;
+    if (v.get_string().get(s))
+      fail(fmt::format("field '{}': expected a string, got {}", key, show_token(v)));
+    return s;
+  }
+  bool read_bool(od::value v, std::string_view key) {
+    bool b;
+    if (v.get_bool().get(b))
+      fail(fmt::format("field '{}': expected true or false, got {}", key, show_token(v)));
+    return b;
+  }
+  std::uint64_t read_size(od::value v, std::string_view key, bool allow_zero) {
+    std::uint64_t x = read_u64(v, key);
+    if (x == 0 && !allow_zero)
+      fail(fmt::format("field '{}': size 0 (expected a positive size)", key));
+    if (x >= detail::kImpossibleSize)
+      fail(fmt::format("field '{}': impossible size {} (expected < 2^60)", key, x));
+    return x;
+  }
+
+  // ---- header ---------------------------------------------------------------------------------
+
+  void read_header(std::string_view line) {
+    od::document doc = iterate(line);
+    od::object obj = iterate_object(doc, "the header {\"fraglab_trace\": 1, ...}");
+    bool versioned = false;
+    for (auto field_result : obj) {
+      od::field field = get(std::move(field_result));
+      std::string_view key = get(field.unescaped_key());
+      od::value v = field.value();
+      if (key == "fraglab_trace") {
+        std::uint64_t version;
+        if (v.get_uint64().get(version))
+          fail(fmt::format("field 'fraglab_trace': expected the format version 1, got {}",
+                           show_token(v)));
+        if (version != 1)
+          fail(fmt::format("unsupported fraglab_trace version {} (this build reads version 1)",
+                           version));
+        versioned = true;
+      } else if (key == "name") {
+        trace_.name = read_string(v, key);
+      } else if (key == "source") {
+        trace_.source = read_string(v, key);
+      } else if (key == "allocator_conf") {
+        trace_.allocator_conf = read_string(v, key);
+        trace_.allocator_conf_known = true;
+      } else if (key == "source_entries") {
+        trace_.source_entries = read_u64(v, key);
+      } else if (key == "strings") {
+        if (!trace_.strings.empty()) fail("field 'strings' given twice");
+        od::array arr = array_of(v, key);
+        for (auto item : arr) interner_.add_verbatim(read_string(get(std::move(item)), key));
+      } else if (key == "initial_segments") {
+        read_initial_segments(array_of(v, key));
+      } else if (key == "initial_allocations") {
+        read_initial_allocations(array_of(v, key));
+      } else {
+        check_ignored(v, key);
+      }
+    }
+    expect_end(doc);
+    if (!versioned) fail("missing header: expected {\"fraglab_trace\": 1, ...} as the first line");
+  }
+
+  od::array array_of(od::value v, std::string_view key) {
+    od::array arr;
+    if (v.get_array().get(arr))
+      fail(fmt::format("field '{}': expected an array, got {}", key, show_token(v)));
+    return arr;
+  }
+
+  void read_initial_segments(od::array arr) {
+    std::size_t index = 0;
+    for (auto item : arr) {
+      std::string where = fmt::format("initial_segments[{}]", index++);
+      od::object obj;
+      if (get(std::move(item)).get_object().get(obj))
+        fail(fmt::format("{}: expected an object", where));
+      InitialSegment seg;
+      bool has_addr = false, has_size = false;
+      for (auto field_result : obj) {
+        od::field field = get(std::move(field_result));
+        std::string_view key = get(field.unescaped_key());
+        od::value v = field.value();
+        std::string name = where + "." + std::string(key);
+        if (key == "addr") {
+          seg.addr = read_u64(v, name);
+          has_addr = true;
+        } else if (key == "size") {
+          seg.size = read_size(v, name, /*allow_zero=*/true);
+          has_size = true;
+        } else if (key == "stream") {
+          seg.stream = read_u64(v, name);
+        } else if (key == "pool") {
+          std::string_view pool = read_string(v, name);
+          if (pool != "small" && pool != "large")
+            fail(
+                fmt::format("field '{}': expected \"small\" or \"large\", got \"{}\"", name, pool));
+          seg.small_pool = pool == "small";
+        } else if (key == "expandable") {
+          seg.expandable = read_bool(v, name);
+        }
+      }
+      if (!has_addr || !has_size) fail(fmt::format("{}: missing field 'addr' or 'size'", where));
+      trace_.initial.segments.push_back(seg);
+    }
+  }
+
+  void read_initial_allocations(od::array arr) {
+    std::size_t index = 0;
+    for (auto item : arr) {
+      std::string where = fmt::format("initial_allocations[{}]", index++);
+      od::object obj;
+      if (get(std::move(item)).get_object().get(obj))
+        fail(fmt::format("{}: expected an object", where));
+      InitialAllocation a;
+      bool has_id = false, has_addr = false, has_size = false;
+      for (auto field_result : obj) {
+        od::field field = get(std::move(field_result));
+        std::string_view key = get(field.unescaped_key());
+        od::value v = field.value();
+        std::string name = where + "." + std::string(key);
+        if (key == "id") {
+          a.id = read_u64(v, name);
+          has_id = true;
+        } else if (key == "addr") {
+          a.addr = read_u64(v, name);
+          has_addr = true;
+        } else if (key == "size") {
+          a.requested = read_size(v, name, /*allow_zero=*/false);
+          has_size = true;
+        } else if (key == "block_size") {
+          a.block_size = read_size(v, name, /*allow_zero=*/true);
+        } else if (key == "stream") {
+          a.stream = read_u64(v, name);
+        } else if (key == "free_requested") {
+          a.free_requested = read_bool(v, name);
+        }
+      }
+      if (!has_id || !has_addr || !has_size)
+        fail(fmt::format("{}: missing field 'id', 'addr' or 'size'", where));
+      if (!live_.add_initial(a.id, a.requested, a.free_requested))
+        fail(fmt::format("{}: id {} is already live (expected unique ids)", where, a.id));
+      trace_.initial.allocations.push_back(a);
+    }
+  }
+
+  // ---- events ---------------------------------------------------------------------------------
+
+  // The general reader for a line the strict scanner declined: any valid JSON, and every error.
+  // Fills the same slots as scan_event_line() (last duplicate key wins, unknown keys ignored).
+  void read_event_fields(std::string_view line, EventFields& f) {
+    od::document doc = iterate(line);
+    od::object obj = iterate_object(doc, "one event per line");
+    for (auto field_result : obj) {
+      od::field field = get(std::move(field_result));
+      std::string_view key = get(field.unescaped_key());
+      od::value v = field.value();
+      if (key == "op") {
+        std::string_view name = read_string(v, key);
+        std::optional<Op> op = detail::event_op(name);
+        if (!op)
+          fail(fmt::format(
+              "unknown op \"{}\" (expected alloc, free, free_requested, free_completed, "
+              "empty_cache, mark, segment_alloc, segment_free, segment_map, segment_unmap or oom)",
+              name.substr(0, 40)));
+        f.op = *op;
+        f.seen |= EventFields::kOp;
+      } else if (key == "id") {
+        f.id = read_u64(v, key), f.seen |= EventFields::kId;
+      } else if (key == "size") {
+        f.size = read_u64(v, key), f.seen |= EventFields::kSize;
+      } else if (key == "stream") {
+        f.stream = read_u64(v, key), f.seen |= EventFields::kStream;
+      } else if (key == "addr") {
+        f.addr = read_u64(v, key), f.seen |= EventFields::kAddr;
+      } else if (key == "t") {
+        f.time = read_i64(v, key), f.seen |= EventFields::kTime;
+      } else if (key == "tag") {
+        f.tag = read_string(v, key), f.seen |= EventFields::kTag;
+      } else if (key == "device") {
+        f.device = read_u64(v, key), f.seen |= EventFields::kDevice;
+      } else if (key == "device_free") {
+        f.device_free = read_u64(v, key), f.seen |= EventFields::kDeviceFree;
+      } else if (key == "label") {
+        f.label = read_string(v, key), f.seen |= EventFields::kLabel;
+      } else if (key == "value") {
+        f.value = read_mark_value(v), f.seen |= EventFields::kValue;
+      } else {
+        check_ignored(v, key);  // unknown fields are ignored (design.md), if they are JSON
+      }
+    }
+    expect_end(doc);
+  }
+
+  // On-Demand skips a value it is not asked for without reading its atoms: check an ignored
+  // scalar ourselves, so that `"x": tru` is still "not JSON". (Arrays and objects are skipped
+  // by their structure only.)
+  void check_ignored(od::value v, std::string_view key) {
+    od::json_type type;
+    if (v.type().get(type)) fail(fmt::format("field '{}': not valid JSON", key));
+    if (type == od::json_type::object || type == od::json_type::array) return;
+    std::string_view raw = trim_right(v.raw_json_token());
+    if (!detail::is_json_scalar(raw))
+      fail(fmt::format("field '{}': not valid JSON: {}", key, raw.substr(0, 40)));
+  }
+
+  // A mark value: any JSON scalar, kept as its exact text.
+  std::string_view read_mark_value(od::value v) {
+    std::string_view raw;
+    od::json_type type;
+    if (v.type().get(type)) fail("field 'value': not valid JSON");
+    if (type == od::json_type::object || type == od::json_type::array)
+      fail(fmt::format("field 'value': expected a JSON scalar (string, number, bool, null), got {}",
+                       show_token(v)));
+    raw = trim_right(v.raw_json_token());
+    if (!detail::is_json_scalar(raw))
+      fail(fmt::format("field 'value': not a valid JSON scalar: {}", raw.substr(0, 40)));
+    return raw;
+  }
+
+  [[noreturn]] void missing(std::string_view op, std::string_view fields) const {
+    fail(fmt::format("{}: missing field {}", op, fields));
+  }
+
+  // Interprets the slots by op into `e`, a new last element of the trace (filled in place: a copy
+  // per event showed in profiles; on error the whole trace is dropped anyway).
+  void make_event(const EventFields& f, Event& e) {
+    if (!f.has(EventFields::kOp)) fail("missing field 'op'");
+    e.op = f.op;
+    e.stream = f.get(EventFields::kStream, f.stream);
+    std::uint64_t device = f.get(EventFields::kDevice, f.device);
+    if (device > 0xffffffffull)
+      fail(fmt::format("field 'device': {} is not a device index (expected < 2^32)", device));
+    e.device = static_cast<std::uint32_t>(device);
+    e.has_time = f.has(EventFields::kTime);
+    e.time_us = e.has_time ? f.time : 0;
+    e.id = f.get(EventFields::kId, f.id);
+    e.size = f.get(EventFields::kSize, f.size);
+    e.has_addr = f.has(EventFields::kAddr);
+    e.addr = f.get(EventFields::kAddr, f.addr);
+    switch (e.op) {
+      case Op::Alloc:
+        if (!f.has(EventFields::kId) || !f.has(EventFields::kSize))
+          missing("alloc", "'id' or 'size'");
+        if (e.size == 0) fail("alloc: size 0 (expected a positive size)");
+        if (e.size >= detail::kImpossibleSize)
+          fail(fmt::format("alloc: impossible size {} (expected < 2^60)", e.size));
+        break;
+      case Op::Free:
+      case Op::FreeRequested:
+      case Op::FreeCompleted:
+        if (!f.has(EventFields::kId)) missing(op_name(e.op), "'id'");
+        break;
+      case Op::EmptyCache:
+        break;
+      case Op::Mark:
+        if (!f.has(EventFields::kLabel) || !f.has(EventFields::kValue))
+          missing("mark", "'label' or 'value'");
+        e.id = interner_.intern(f.label);
+        e.size = interner_.intern(f.value);
+        break;
+      case Op::SegmentAlloc:
+      case Op::SegmentFree:
+      case Op::SegmentMap:
+      case Op::SegmentUnmap:
+        if (!f.has(EventFields::kAddr) || !f.has(EventFields::kSize))
+          missing(op_name(e.op), "'addr' or 'size'");
+        if (e.size >= detail::kImpossibleSize)
+          fail(fmt::format("{}: impossible size {} (expected < 2^60)", op_name(e.op), e.size));
+        break;
+      case Op::Oom:
+        if (!f.has(EventFields::kSize) || !f.has(EventFields::kDeviceFree))
+          missing("oom", "'size' or 'device_free'");
+        if (e.size >= detail::kImpossibleSize)
+          fail(fmt::format("oom: impossible size {} (expected < 2^60)", e.size));
+        e.addr = f.device_free;  // oom keeps device_free in addr (trace.hpp)
+        e.has_addr = false;
+        break;
+    }
+    if (f.has(EventFields::kTag)) e.tag = interner_.intern(f.tag);
+    if (const char* what = live_.apply(e.op, e.id, e.size))
+      fail(fmt::format("{} id {}: {}", op_name(e.op), e.id, what));
+  }
+
+  std::string_view text_;
+  std::string_view origin_;
+  std::size_t pos_ = 0;         // start of the next line
+  std::size_t line_start_ = 0;  // start of the current line
+  std::size_t line_no_ = 0;     // 1-based number of the current line
+  od::parser parser_;
+  std::string scratch_;
+  Trace trace_;
+  Interner interner_;
+  detail::LiveAllocations live_;
+};
+
+}  // namespace
+
+Trace parse_jsonl(std::string_view text, std::string_view origin) {
+  return JsonlReader(text, origin).read();
+}
+
+}  // namespace fraglab

@@ -1,0 +1,160 @@
+// The Trace model: op spellings, string interning, summary figures and the invariant check.
+// The lifetime rules themselves live in live_allocations.hpp, shared with the JSONL reader.
+#include "fraglab/trace.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <unordered_set>
+
+#include "trace/live_allocations.hpp"
+
+namespace fraglab {
+
+namespace {
+
+// Indexed by Op; the JSONL spelling of each op (design.md "Native trace").
+constexpr std::array<std::string_view, 11> kOpNames = {
+    "alloc",         "free",         "free_requested", "free_completed", "empty_cache", "mark",
+    "segment_alloc", "segment_free", "segment_map",    "segment_unmap",  "oom",
+};
+static_assert(kOpNames.size() == static_cast<std::size_t>(Op::Oom) + 1);
+
+}  // namespace
+
+std::string_view op_name(Op op) {
+  auto i = static_cast<std::size_t>(op);
+  return i < kOpNames.size() ? kOpNames[i] : std::string_view("?");
+}
+
+std::optional<Op> op_from_name(std::string_view name) {
+  for (std::size_t i = 0; i < kOpNames.size(); ++i)
+    if (kOpNames[i] == name) return static_cast<Op>(i);
+  return std::nullopt;
+}
+
+// A linear search: a trace holds a handful of tags and labels. Readers that intern per event keep
+// their own index (see jsonl_reader.cpp) instead of calling this in a loop.
+std::uint32_t Trace::intern(std::string_view s) {
+  for (std::size_t i = 0; i < strings.size(); ++i)
+    if (strings[i] == s) return static_cast<std::uint32_t>(i);
+  strings.emplace_back(s);
+  return static_cast<std::uint32_t>(strings.size() - 1);
+}
+
+Bytes InitialState::reserved_bytes() const {
+  Bytes total = 0;
+  for (const InitialSegment& s : segments) total += s.size;
+  return total;
+}
+
+TraceSummary summarize(const Trace& trace) {
+  TraceSummary sum;
+  sum.events = trace.events.size();
+  detail::LiveAllocations live;
+  Bytes current = 0;
+  // Initial allocations hold memory from the start, a pending (free_requested) one included:
+  // it is released only by its free_completed.
+  for (const InitialAllocation& a : trace.initial.allocations)
+    if (live.add_initial(a.id, a.requested, a.free_requested)) current += a.requested;
+  sum.peak_requested = current;
+  std::unordered_set<StreamId> streams;
+  for (const Event& e : trace.events) {
+    if (is_observed(e.op)) {
+      ++sum.observed_events;
+      continue;
+    }
+    switch (e.op) {
+      case Op::Alloc:
+        ++sum.allocs;
+        streams.insert(e.stream);
+        sum.total_requested += e.size;
+        sum.max_request = std::max(sum.max_request, e.size);
+        if (!live.apply(Op::Alloc, e.id, e.size)) {
+          current += e.size;
+          sum.peak_requested = std::max(sum.peak_requested, current);
+        }
+        break;
+      case Op::Free:
+      case Op::FreeCompleted: {
+        ++sum.frees;
+        // Summaries are also asked of unvalidated traces: a bad free changes nothing.
+        Bytes released = live.requested(e.id);
+        if (!live.apply(e.op, e.id, 0)) current -= released;
+        break;
+      }
+      case Op::FreeRequested:
+        live.apply(e.op, e.id, 0);  // still holds its memory until free_completed
+        break;
+      default:
+        break;
+    }
+  }
+  sum.streams = streams.size();
+  return sum;
+}
+
+namespace {
+
+[[noreturn]] void fail_event(std::string_view origin, std::size_t index, Op op,
+                             std::string_view what) {
+  throw InputError(fmt::format("{}: event {} ({}): {}", origin, index, op_name(op), what));
+}
+
+void check_string(const Trace& trace, std::uint64_t index, std::string_view origin,
+                  std::size_t event, Op op, const char* what) {
+  if (index >= trace.strings.size())
+    fail_event(origin, event, op,
+               fmt::format("{} string index {} out of range (the trace has {} strings)", what,
+                           index, trace.strings.size()));
+}
+
+}  // namespace
+
+void validate_trace(const Trace& trace, std::string_view origin) {
+  detail::LiveAllocations live;
+  for (std::size_t i = 0; i < trace.initial.segments.size(); ++i) {
+    if (trace.initial.segments[i].size >= detail::kImpossibleSize)
+      throw InputError(fmt::format("{}: initial segment {}: impossible size {} (expected < 2^60)",
+                                   origin, i, trace.initial.segments[i].size));
+  }
+  for (std::size_t i = 0; i < trace.initial.allocations.size(); ++i) {
+    const InitialAllocation& a = trace.initial.allocations[i];
+    if (a.requested == 0 || a.requested >= detail::kImpossibleSize)
+      throw InputError(fmt::format(
+          "{}: initial allocation {} (id {}): impossible size {} (expected 1 .. 2^60-1)", origin, i,
+          a.id, a.requested));
+    if (!live.add_initial(a.id, a.requested, a.free_requested))
+      throw InputError(
+          fmt::format("{}: initial allocation {}: id {} is already live (expected unique ids)",
+                      origin, i, a.id));
+  }
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const Event& e = trace.events[i];
+    if (e.tag != kNoString) check_string(trace, e.tag, origin, i, e.op, "tag");
+    switch (e.op) {
+      case Op::Alloc:
+        if (e.size == 0) fail_event(origin, i, e.op, "size 0 (expected a positive size)");
+        [[fallthrough]];
+      case Op::SegmentAlloc:
+      case Op::SegmentFree:
+      case Op::SegmentMap:
+      case Op::SegmentUnmap:
+      case Op::Oom:
+        if (e.size >= detail::kImpossibleSize)
+          fail_event(origin, i, e.op, fmt::format("impossible size {} (expected < 2^60)", e.size));
+        break;
+      case Op::Mark:
+        check_string(trace, e.id, origin, i, e.op, "label");
+        check_string(trace, e.size, origin, i, e.op, "value");
+        break;
+      default:
+        break;
+    }
+    if (const char* what = live.apply(e.op, e.id, e.size))
+      fail_event(origin, i, e.op, fmt::format("id {}: {}", e.id, what));
+  }
+}
+
+}  // namespace fraglab
