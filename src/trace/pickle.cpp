@@ -1,0 +1,1035 @@
+// The pickle virtual machine, restricted to plain data (see pickle.hpp for the invariants).
+//
+// How it stays safe: every read goes through need()/line(), which check the remaining length
+// before touching a byte; every pop checks the depth above the innermost MARK (Python keeps the
+// items after a MARK in a separate list, so a pop may never reach below it); memo indices are
+// bounded by the input size; container sizes are bounded by 2^32 - 1. Opcodes that would touch
+// Python objects other than plain data are rejected before anything else is read.
+//
+// How it stays fast (a snapshot trace entry is ~18 opcodes plus one memo GET per stack frame, as
+// the frame dicts are shared): values are 16-byte PODs copied with memcpy, strings are views into
+// the input, containers come from one bump arena (pickle.hpp), the read position lives in a
+// register, and the dispatch is a single switch that takes runs of memo GETs in a loop.
+#include "trace/pickle.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "fraglab/types.hpp"
+
+namespace fraglab::pickle {
+
+namespace {
+
+// Opcode bytes (Python's Lib/pickle.py and pickletools.py name them; values are the format).
+enum Opcode : std::uint8_t {
+  MARK = '(',
+  STOP = '.',
+  POP = '0',
+  POP_MARK = '1',
+  DUP = '2',
+  FLOAT = 'F',
+  INT = 'I',
+  BININT = 'J',
+  BININT1 = 'K',
+  LONG = 'L',
+  BININT2 = 'M',
+  NONE = 'N',
+  PERSID = 'P',
+  BINPERSID = 'Q',
+  REDUCE = 'R',
+  STRING = 'S',
+  BINSTRING = 'T',
+  SHORT_BINSTRING = 'U',
+  UNICODE = 'V',
+  BINUNICODE = 'X',
+  APPEND = 'a',
+  BUILD = 'b',
+  GLOBAL = 'c',
+  DICT = 'd',
+  EMPTY_DICT = '}',
+  APPENDS = 'e',
+  GET = 'g',
+  BINGET = 'h',
+  INST = 'i',
+  LONG_BINGET = 'j',
+  LIST = 'l',
+  EMPTY_LIST = ']',
+  OBJ = 'o',
+  PUT = 'p',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  SETITEM = 's',
+  TUPLE = 't',
+  EMPTY_TUPLE = ')',
+  SETITEMS = 'u',
+  BINFLOAT = 'G',
+  // protocol 2
+  PROTO = 0x80,
+  NEWOBJ = 0x81,
+  EXT1 = 0x82,
+  EXT2 = 0x83,
+  EXT4 = 0x84,
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  LONG1 = 0x8a,
+  LONG4 = 0x8b,
+  // protocol 3
+  BINBYTES = 'B',
+  SHORT_BINBYTES = 'C',
+  // protocol 4
+  SHORT_BINUNICODE = 0x8c,
+  BINUNICODE8 = 0x8d,
+  BINBYTES8 = 0x8e,
+  EMPTY_SET = 0x8f,
+  ADDITEMS = 0x90,
+  FROZENSET = 0x91,
+  NEWOBJ_EX = 0x92,
+  STACK_GLOBAL = 0x93,
+  MEMOIZE = 0x94,
+  FRAME = 0x95,
+  // protocol 5
+  BYTEARRAY8 = 0x96,
+  NEXT_BUFFER = 0x97,
+  READONLY_BUFFER = 0x98,
+};
+
+constexpr int kHighestProtocol = 5;
+
+constexpr std::array<const char*, 256> make_opcode_names() {
+  std::array<const char*, 256> n{};
+  n[MARK] = "MARK";
+  n[STOP] = "STOP";
+  n[POP] = "POP";
+  n[POP_MARK] = "POP_MARK";
+  n[DUP] = "DUP";
+  n[FLOAT] = "FLOAT";
+  n[INT] = "INT";
+  n[BININT] = "BININT";
+  n[BININT1] = "BININT1";
+  n[LONG] = "LONG";
+  n[BININT2] = "BININT2";
+  n[NONE] = "NONE";
+  n[PERSID] = "PERSID";
+  n[BINPERSID] = "BINPERSID";
+  n[REDUCE] = "REDUCE";
+  n[STRING] = "STRING";
+  n[BINSTRING] = "BINSTRING";
+  n[SHORT_BINSTRING] = "SHORT_BINSTRING";
+  n[UNICODE] = "UNICODE";
+  n[BINUNICODE] = "BINUNICODE";
+  n[APPEND] = "APPEND";
+  n[BUILD] = "BUILD";
+  n[GLOBAL] = "GLOBAL";
+  n[DICT] = "DICT";
+  n[EMPTY_DICT] = "EMPTY_DICT";
+  n[APPENDS] = "APPENDS";
+  n[GET] = "GET";
+  n[BINGET] = "BINGET";
+  n[INST] = "INST";
+  n[LONG_BINGET] = "LONG_BINGET";
+  n[LIST] = "LIST";
+  n[EMPTY_LIST] = "EMPTY_LIST";
+  n[OBJ] = "OBJ";
+  n[PUT] = "PUT";
+  n[BINPUT] = "BINPUT";
+  n[LONG_BINPUT] = "LONG_BINPUT";
+  n[SETITEM] = "SETITEM";
+  n[TUPLE] = "TUPLE";
+  n[EMPTY_TUPLE] = "EMPTY_TUPLE";
+  n[SETITEMS] = "SETITEMS";
+  n[BINFLOAT] = "BINFLOAT";
+  n[PROTO] = "PROTO";
+  n[NEWOBJ] = "NEWOBJ";
+  n[EXT1] = "EXT1";
+  n[EXT2] = "EXT2";
+  n[EXT4] = "EXT4";
+  n[TUPLE1] = "TUPLE1";
+  n[TUPLE2] = "TUPLE2";
+  n[TUPLE3] = "TUPLE3";
+  n[NEWTRUE] = "NEWTRUE";
+  n[NEWFALSE] = "NEWFALSE";
+  n[LONG1] = "LONG1";
+  n[LONG4] = "LONG4";
+  n[BINBYTES] = "BINBYTES";
+  n[SHORT_BINBYTES] = "SHORT_BINBYTES";
+  n[SHORT_BINUNICODE] = "SHORT_BINUNICODE";
+  n[BINUNICODE8] = "BINUNICODE8";
+  n[BINBYTES8] = "BINBYTES8";
+  n[EMPTY_SET] = "EMPTY_SET";
+  n[ADDITEMS] = "ADDITEMS";
+  n[FROZENSET] = "FROZENSET";
+  n[NEWOBJ_EX] = "NEWOBJ_EX";
+  n[STACK_GLOBAL] = "STACK_GLOBAL";
+  n[MEMOIZE] = "MEMOIZE";
+  n[FRAME] = "FRAME";
+  n[BYTEARRAY8] = "BYTEARRAY8";
+  n[NEXT_BUFFER] = "NEXT_BUFFER";
+  n[READONLY_BUFFER] = "READONLY_BUFFER";
+  return n;
+}
+constexpr std::array<const char*, 256> kOpcodeNames = make_opcode_names();
+
+// Little-endian loads through memcpy: the input has no alignment.
+template <typename T>
+T load_le(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) {
+    T r = 0;
+    for (std::size_t i = 0; i < sizeof v; ++i) r |= T(p[i]) << (8 * i);
+    v = r;
+  }
+  return v;
+}
+
+Value make_int(std::int64_t v) {
+  Value x;
+  x.kind = Kind::Int;
+  x.integer = v;
+  return x;
+}
+
+Value make_uint(std::uint64_t v) {
+  if (v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return make_int(static_cast<std::int64_t>(v));
+  Value x;
+  x.kind = Kind::UInt;
+  x.unsigned_integer = v;
+  return x;
+}
+
+Value make_text(Kind kind, const char* p, std::uint32_t n) {
+  Value x;
+  x.kind = kind;
+  x.length = n;
+  x.text = p;
+  return x;
+}
+
+// UTF-8 as CPython's decoder with errors="surrogatepass" accepts it: shortest forms only, code
+// points up to U+10FFFF, surrogates (ED A0..BF xx) allowed. Returns the offset of the first bad
+// byte, or n when all is well.
+std::size_t utf8_error_offset(const unsigned char* s, std::size_t n) {
+  std::size_t i = 0;
+  while (i < n) {
+    // ASCII fast path, 8 bytes at a time: nearly every snapshot string is ASCII.
+    while (i + 8 <= n) {
+      std::uint64_t w;
+      std::memcpy(&w, s + i, 8);
+      if (w & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i >= n) break;
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len;
+    unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;  // no overlong forms; 0xed keeps 80..bf (surrogatepass)
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return i;
+    }
+    if (n - i < len) return i;
+    if (s[i + 1] < lo || s[i + 1] > hi) return i;
+    for (std::size_t k = 2; k < len; ++k)
+      if ((s[i + k] & 0xc0) != 0x80) return i;
+    i += len;
+  }
+  return n;
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xc0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xe0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else {
+    out.push_back(static_cast<char>(0xf0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  }
+}
+
+// A stack of values whose push is inlined (std::vector::push_back stayed an out-of-line call and
+// was the top symbol in profiles) and whose spare capacity is never written (a vector's resize
+// would touch every page of a generous reservation). Used for the pickle stack and the memo.
+class ValueStack {
+ public:
+  explicit ValueStack(std::size_t capacity) { grow(std::max<std::size_t>(capacity, 16)); }
+  ~ValueStack() { ::operator delete(base_); }
+  ValueStack(const ValueStack&) = delete;
+  ValueStack& operator=(const ValueStack&) = delete;
+  std::size_t size() const { return static_cast<std::size_t>(top_ - base_); }
+  Value& back() { return top_[-1]; }
+  Value& operator[](std::size_t i) { return base_[i]; }
+  const Value& operator[](std::size_t i) const { return base_[i]; }
+  void pop_back() { --top_; }
+  void shrink_to(std::size_t n) { top_ = base_ + n; }  // n <= size()
+  void push_back(const Value& v) {
+    if (top_ == end_) [[unlikely]]
+      grow(2 * size());
+    *top_++ = v;
+  }
+  // Grows to n values, the new ones set to `fill`.
+  void grow_to(std::size_t n, const Value& fill) {
+    if (n > static_cast<std::size_t>(end_ - base_)) grow(std::max(n, 2 * size()));
+    while (size() < n) *top_++ = fill;
+  }
+
+ private:
+  // Values are trivially copyable: raw memory from operator new holds them (C++20 implicit object
+  // creation), and moving them is a memcpy.
+  [[gnu::noinline]] void grow(std::size_t capacity) {
+    std::size_t n = size();
+    auto* fresh = static_cast<Value*>(::operator new(capacity * sizeof(Value)));
+    if (n) std::memcpy(static_cast<void*>(fresh), base_, n * sizeof(Value));
+    ::operator delete(base_);
+    base_ = fresh;
+    top_ = base_ + n;
+    end_ = base_ + capacity;
+  }
+  Value* base_ = nullptr;
+  Value* top_ = nullptr;
+  Value* end_ = nullptr;
+};
+
+// Values into arena storage (trivially copyable: a memcpy).
+inline void copy_values(Value* to, const Value* from, std::size_t n) {
+  if (n) std::memcpy(static_cast<void*>(to), from, n * sizeof(Value));
+}
+
+class Machine {
+ public:
+  Machine(std::string_view bytes, std::string_view origin, Arena& arena)
+      : begin_(reinterpret_cast<const unsigned char*>(bytes.data())),
+        end_(begin_ + bytes.size()),
+        origin_(origin),
+        arena_(arena),
+        stack_(256),
+        // Snapshots memoize one value per 20-90 input bytes: reserving for the densest case
+        // saves regrowth copies, and untouched reserve costs no memory.
+        memo_(bytes.size() / 16 + 16) {}
+
+  Value run(int& protocol);
+
+ private:
+  // ---- errors ----------------------------------------------------------------------------------
+  // The opcode being run is the byte at op_at_ (set before each opcode).
+  [[noreturn, gnu::cold, gnu::noinline]] void fail(std::string_view what) const {
+    const unsigned op = *op_at_;
+    const auto offset = static_cast<std::size_t>(op_at_ - begin_);
+    const char* name = kOpcodeNames[op];
+    if (name)
+      throw InputError(fmt::format("{}: pickle byte {}: opcode {} (0x{:02x}): {}", origin_,
+                                   offset, name, op, what));
+    throw InputError(fmt::format("{}: pickle byte {}: opcode 0x{:02x}: {}", origin_, offset, op,
+                                 what));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_truncated(std::uint64_t wanted,
+                                                             const unsigned char* at) const {
+    fail(fmt::format("truncated: needs {} more bytes at byte {}, the input has {} left", wanted,
+                     at - begin_, end_ - at));
+  }
+
+  // ---- input: `p` is run()'s read position, passed by reference so that it stays in a register
+  const unsigned char* need(const unsigned char*& p, std::uint64_t n) const {
+    if (n > static_cast<std::uint64_t>(end_ - p)) [[unlikely]]
+      fail_truncated(n, p);
+    const unsigned char* at = p;
+    p += n;
+    return at;
+  }
+  // A text argument up to (not including) its '\n'.
+  std::string_view line(const unsigned char*& p) const {
+    const void* nl = std::memchr(p, '\n', static_cast<std::size_t>(end_ - p));
+    if (!nl) fail("truncated: text argument has no terminating newline");
+    std::string_view s(reinterpret_cast<const char*>(p), static_cast<const unsigned char*>(nl) - p);
+    p = static_cast<const unsigned char*>(nl) + 1;
+    return s;
+  }
+  std::uint32_t checked_length(std::uint64_t n, const char* what) const {
+    if (n > std::numeric_limits<std::uint32_t>::max())
+      fail(fmt::format("{} of {} bytes is longer than this reader supports (4 GiB)", what, n));
+    return static_cast<std::uint32_t>(n);
+  }
+
+  // ---- stack -----------------------------------------------------------------------------------
+  // Items above the innermost MARK: the only ones an opcode may pop.
+  std::size_t depth() const { return stack_.size() - floor_; }
+  void require(std::size_t n) const {
+    if (depth() < n)
+      fail(fmt::format("stack underflow: needs {} item(s), {} above the last MARK", n, depth()));
+  }
+  Value pop() {
+    require(1);
+    Value v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  void push(const Value& v) { stack_.push_back(v); }
+  void mark() {
+    marks_.push_back(stack_.size());
+    floor_ = stack_.size();
+  }
+  // Ends the innermost MARK; returns the stack index of its first item.
+  std::size_t pop_mark() {
+    if (marks_.empty()) fail("no MARK to pop (MARK missing)");
+    std::size_t start = marks_.back();
+    marks_.pop_back();
+    floor_ = marks_.empty() ? 0 : marks_.back();
+    return start;
+  }
+
+  // ---- memo ------------------------------------------------------------------------------------
+  void memo_put(std::uint64_t index) {
+    require(1);
+    // Pickler indices are dense and each PUT costs input bytes, so a valid pickle never needs an
+    // index beyond its size; a bigger one is hostile (it would make us allocate gigabytes).
+    if (index == memo_.size()) {  // the usual case: the next dense index
+      memo_.push_back(stack_.back());
+      ++memo_count_;
+      return;
+    }
+    if (index > memo_.size()) {
+      if (index > static_cast<std::uint64_t>(end_ - begin_))
+        fail(fmt::format("memo index {} is beyond any index a {}-byte pickle can use", index,
+                         end_ - begin_));
+      Value missing;
+      missing.kind = Kind::Missing;
+      memo_.grow_to(index + 1, missing);
+    }
+    if (memo_[index].kind == Kind::Missing) ++memo_count_;
+    memo_[index] = stack_.back();
+  }
+  void memo_get(std::uint64_t index) {
+    if (index >= memo_.size() || memo_[index].kind == Kind::Missing) [[unlikely]]
+      fail(fmt::format("memo index {} was never stored (bad memo index)", index));
+    push(memo_[index]);
+  }
+  std::uint64_t text_index(std::string_view s) const {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || s.empty())
+      fail(fmt::format("expected a decimal memo index, got '{}'", s.substr(0, 32)));
+    return v;
+  }
+
+  // ---- arena -----------------------------------------------------------------------------------
+  Value* alloc_values(std::size_t n) {
+    return static_cast<Value*>(arena_.allocate(n * sizeof(Value)));
+  }
+  Value new_list(std::size_t first, std::size_t n);
+  Value new_dict(std::size_t first, std::size_t n_items);
+  Value new_tuple(std::size_t first, std::size_t n);
+  void list_extend(Value& target, std::size_t first, std::size_t n);
+  void dict_update(Value& target, std::size_t first, std::size_t n_items);
+  void check_key(const Value& key) const {
+    if (key.kind == Kind::List || key.kind == Kind::Dict)
+      fail(fmt::format("dict key of type {} is unhashable", kind_name(key.kind)));
+  }
+
+  // ---- opcode bodies ---------------------------------------------------------------------------
+  Value read_long(const unsigned char* p, std::size_t n);
+  Value read_text_int(std::string_view s, bool long_form);
+  Value read_text_float(std::string_view s);
+  Value read_raw_unicode_escape(std::string_view s);
+  Value read_str(const unsigned char* p, std::uint64_t n);
+  Value read_ascii_str(const unsigned char* p, std::uint64_t n);
+  [[noreturn, gnu::cold]] void refuse();
+
+  const unsigned char* begin_;
+  const unsigned char* end_;
+  const unsigned char* op_at_ = nullptr;  // the opcode being run (for error messages)
+  std::string_view origin_;
+  Arena& arena_;
+  ValueStack stack_;
+  std::vector<std::size_t> marks_;  // stack index of each open MARK
+  std::size_t floor_ = 0;  // stack index of the innermost MARK (0 when none)
+  ValueStack memo_;
+  std::size_t memo_count_ = 0;  // set memo slots: Python's len(memo), which MEMOIZE uses
+};
+
+Value Machine::new_list(std::size_t first, std::size_t n) {
+  Value v;
+  v.kind = Kind::List;
+  v.list = static_cast<ListObject*>(arena_.allocate(sizeof(ListObject)));
+  *v.list = ListObject{};
+  if (n) list_extend(v, first, n);
+  return v;
+}
+
+Value Machine::new_dict(std::size_t first, std::size_t n_items) {
+  Value v;
+  v.kind = Kind::Dict;
+  v.dict = static_cast<DictObject*>(arena_.allocate(sizeof(DictObject)));
+  *v.dict = DictObject{};
+  if (n_items) dict_update(v, first, n_items);
+  return v;
+}
+
+Value Machine::new_tuple(std::size_t first, std::size_t n) {
+  Value v;
+  v.kind = Kind::Tuple;
+  v.length = checked_length(n, "tuple");
+  Value* items = n ? alloc_values(n) : nullptr;
+  copy_values(items, &stack_[first], n);
+  v.tuple_items = items;
+  return v;
+}
+
+// Appends stack_[first, first+n) to a list. Growth doubles, except that the first batch gets
+// exactly its size: most lists arrive in one APPENDS and never grow again.
+void Machine::list_extend(Value& target, std::size_t first, std::size_t n) {
+  if (target.kind != Kind::List)
+    fail(fmt::format("appending to a {}, expected a list", kind_name(target.kind)));
+  if (n == 0) return;
+  ListObject& l = *target.list;
+  std::size_t want = std::size_t{l.size} + n;
+  if (want > std::numeric_limits<std::uint32_t>::max()) fail("list longer than 2^32-1 items");
+  if (want > l.capacity) {
+    std::size_t cap = l.capacity ? std::max<std::size_t>(want, 2 * std::size_t{l.capacity}) : want;
+    cap = std::min<std::size_t>(cap, std::numeric_limits<std::uint32_t>::max());
+    Value* fresh = alloc_values(cap);
+    if (l.size) std::memcpy(static_cast<void*>(fresh), l.items, l.size * sizeof(Value));
+    l.items = fresh;
+    l.capacity = static_cast<std::uint32_t>(cap);
+  }
+  copy_values(l.items + l.size, &stack_[first], n);
+  l.size = static_cast<std::uint32_t>(want);
+}
+
+void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items) {
+  if (target.kind != Kind::Dict)
+    fail(fmt::format("setting items of a {}, expected a dict", kind_name(target.kind)));
+  if (n_items % 2) fail(fmt::format("odd number of items ({}) for key/value pairs", n_items));
+  if (n_items == 0) return;
+  for (std::size_t i = 0; i < n_items; i += 2) check_key(stack_[first + i]);
+  DictObject& d = *target.dict;
+  std::size_t pairs = n_items / 2;
+  std::size_t want = std::size_t{d.size} + pairs;
+  if (want > std::numeric_limits<std::uint32_t>::max() / 2) fail("dict larger than 2^31-1 pairs");
+  if (want > d.capacity) {
+    std::size_t cap = d.capacity ? std::max<std::size_t>(want, 2 * std::size_t{d.capacity}) : want;
+    cap = std::min<std::size_t>(cap, std::numeric_limits<std::uint32_t>::max() / 2);
+    Value* fresh = alloc_values(2 * cap);
+    if (d.size) std::memcpy(static_cast<void*>(fresh), d.pairs, 2 * d.size * sizeof(Value));
+    d.pairs = fresh;
+    d.capacity = static_cast<std::uint32_t>(cap);
+  }
+  copy_values(d.pairs + 2 * d.size, &stack_[first], n_items);
+  d.size = static_cast<std::uint32_t>(want);
+}
+
+// LONG1/LONG4 payload: little-endian two's complement of n bytes (pickle.encode_long).
+Value Machine::read_long(const unsigned char* p, std::size_t n) {
+  if (n == 0) return make_int(0);
+  bool negative = p[n - 1] & 0x80;
+  unsigned char fill = negative ? 0xff : 0x00;
+  // Bytes beyond the eighth must only repeat the sign; then the low eight bytes are the value.
+  for (std::size_t i = 8; i < n; ++i)
+    if (p[i] != fill) fail(fmt::format("integer of {} bytes does not fit in 64 bits", n));
+  const std::size_t low = std::min<std::size_t>(n, 8);
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < low; ++i) v |= std::uint64_t{p[i]} << (8 * i);
+  if (negative && low < 8) v |= ~std::uint64_t{0} << (8 * low);  // sign-extend
+  if (negative) {
+    // With more than 8 bytes the value is below -2^63 unless bit 63 is set.
+    if (n > 8 && !(v >> 63)) fail(fmt::format("integer of {} bytes is below -2^63", n));
+    return make_int(static_cast<std::int64_t>(v));
+  }
+  return make_uint(v);
+}
+
+// INT ("I123\n", "I01\n" = True, "I00\n" = False) and LONG ("L123L\n").
+Value Machine::read_text_int(std::string_view s, bool long_form) {
+  if (!long_form && (s == "00" || s == "01")) {
+    Value b;
+    b.kind = Kind::Bool;
+    b.boolean = s == "01";
+    return b;
+  }
+  if (long_form && !s.empty() && s.back() == 'L') s.remove_suffix(1);
+  std::string_view digits = s;
+  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  if (!digits.empty() && digits.front() != '-') {
+    std::uint64_t u = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u);
+    if (ec == std::errc() && p == digits.data() + digits.size()) return make_uint(u);
+  } else {
+    std::int64_t i = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), i);
+    if (ec == std::errc() && p == digits.data() + digits.size() && !digits.empty())
+      return make_int(i);
+  }
+  fail(fmt::format("expected a decimal integer within 64 bits, got '{}'", s.substr(0, 40)));
+}
+
+Value Machine::read_text_float(std::string_view s) {
+  std::string_view t = s;
+  if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+  double d = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+  if (ec != std::errc() || p != t.data() + t.size() || t.empty())
+    fail(fmt::format("expected a decimal float, got '{}'", s.substr(0, 40)));
+  Value v;
+  v.kind = Kind::Float;
+  v.real = d;
+  return v;
+}
+
+// UNICODE's argument is "raw-unicode-escape": bytes are Latin-1 code points, except that a
+// \uXXXX or \UXXXXXXXX preceded by an odd number of backslashes is an escape (CPython's codec).
+// The decoded UTF-8 lives in the arena.
+Value Machine::read_raw_unicode_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c != '\\') {
+      append_utf8(out, c);
+      ++i;
+      continue;
+    }
+    std::size_t run = 0;
+    while (i < s.size() && s[i] == '\\') {
+      out.push_back('\\');
+      ++run;
+      ++i;
+    }
+    if (run % 2 == 0 || i >= s.size() || (s[i] != 'u' && s[i] != 'U')) continue;
+    out.pop_back();  // the escaping backslash
+    std::size_t count = s[i] == 'u' ? 4 : 8;
+    ++i;
+    if (s.size() - i < count) fail("truncated \\uXXXX escape in UNICODE argument");
+    std::uint32_t cp = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      char h = s[i + k];
+      std::uint32_t d;
+      if (h >= '0' && h <= '9') d = h - '0';
+      else if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
+      else fail("bad hex digit in \\uXXXX escape of UNICODE argument");
+      cp = cp * 16 + d;
+    }
+    if (cp > 0x10ffff) fail("\\U escape beyond U+10FFFF in UNICODE argument");
+    append_utf8(out, cp);
+    i += count;
+  }
+  std::uint32_t n = checked_length(out.size(), "str");
+  char* p = static_cast<char*>(arena_.allocate(n ? n : 1));
+  if (n) std::memcpy(p, out.data(), n);
+  return make_text(Kind::Str, p, n);
+}
+
+Value Machine::read_str(const unsigned char* p, std::uint64_t n) {
+  std::uint32_t len = checked_length(n, "str");
+  std::size_t bad = utf8_error_offset(p, len);
+  if (bad != len)
+    fail(fmt::format("str is not valid UTF-8 (byte {} of the string)", bad));
+  return make_text(Kind::Str, reinterpret_cast<const char*>(p), len);
+}
+
+// Python 2 str (BINSTRING, SHORT_BINSTRING): Python 3 decodes it as ASCII by default.
+Value Machine::read_ascii_str(const unsigned char* p, std::uint64_t n) {
+  std::uint32_t len = checked_length(n, "str");
+  for (std::uint32_t i = 0; i < len; ++i)
+    if (p[i] & 0x80) fail("Python 2 str with non-ASCII bytes (expected ASCII)");
+  return make_text(Kind::Str, reinterpret_cast<const char*>(p), len);
+}
+
+void Machine::refuse() {
+  switch (*op_at_) {
+    case GLOBAL:
+    case STACK_GLOBAL:
+    case REDUCE:
+    case BUILD:
+    case INST:
+    case OBJ:
+    case NEWOBJ:
+    case NEWOBJ_EX:
+    case PERSID:
+    case BINPERSID:
+    case EXT1:
+    case EXT2:
+    case EXT4:
+      fail("refused: it imports, builds or calls a Python object; only plain data "
+           "(dict, list, tuple, str, bytes, int, float, bool, None) is read");
+    case STRING:
+    case EMPTY_SET:
+    case ADDITEMS:
+    case FROZENSET:
+    case NEXT_BUFFER:
+    case READONLY_BUFFER:
+      fail("not supported: snapshots hold only dict, list, tuple, str, bytes, int, float, bool "
+           "and None");
+    default:
+      fail("unknown opcode (expected a pickle opcode of protocol 0-5)");
+  }
+}
+
+Value Machine::run(int& protocol) {
+  const unsigned char* p = begin_;
+  for (;;) {
+    if (p >= end_) [[unlikely]]
+      throw InputError(fmt::format("{}: pickle byte {}: input ends before STOP (truncated pickle)",
+                                   origin_, p - begin_));
+    op_at_ = p;
+    const unsigned char op = *p++;
+    switch (op) {
+      // ---- framing and control ----
+      case PROTO: {
+        int v = *need(p, 1);
+        if (v > kHighestProtocol)
+          fail(fmt::format("unsupported pickle protocol {} (expected 0-{})", v,
+                           kHighestProtocol));
+        protocol = v;
+        break;
+      }
+      case FRAME: {
+        // Frames only group opcodes for buffered reading; the whole input is in memory, so
+        // just check that the announced frame exists.
+        std::uint64_t n = load_le<std::uint64_t>(need(p, 8));
+        if (n > static_cast<std::uint64_t>(end_ - p)) fail_truncated(n, p);
+        break;
+      }
+      case STOP: {
+        Value result = pop();
+        return result;
+      }
+      case MARK:
+        mark();
+        break;
+      case POP:
+        // Python pops the innermost MARK when nothing is above it.
+        if (depth() > 0) stack_.pop_back();
+        else stack_.shrink_to(pop_mark());
+        break;
+      case POP_MARK:
+        stack_.shrink_to(pop_mark());
+        break;
+      case DUP: {
+        require(1);
+        Value top = stack_.back();
+        push(top);
+        break;
+      }
+
+      // ---- memo ----
+      case BINGET:
+      case LONG_BINGET:
+        // A list of stack frames is a run of memo GETs (the frame dicts are shared): take the
+        // run here instead of dispatching each one through the switch.
+        for (;;) {
+          if (*op_at_ == BINGET) memo_get(*need(p, 1));
+          else memo_get(load_le<std::uint32_t>(need(p, 4)));
+          if (p == end_ || (*p != BINGET && *p != LONG_BINGET)) break;
+          op_at_ = p++;
+        }
+        break;
+      case GET:
+        memo_get(text_index(line(p)));
+        break;
+      case BINPUT:
+        memo_put(*need(p, 1));
+        break;
+      case LONG_BINPUT:
+        memo_put(load_le<std::uint32_t>(need(p, 4)));
+        break;
+      case PUT:
+        memo_put(text_index(line(p)));
+        break;
+      case MEMOIZE:
+        // Without sparse PUTs the memo is dense and MEMOIZE appends: the common case, inline.
+        if (memo_count_ == memo_.size() && depth() > 0) [[likely]] {
+          memo_.push_back(stack_.back());
+          ++memo_count_;
+        } else {
+          memo_put(memo_count_);
+        }
+        break;
+
+      // ---- scalars ----
+      case NONE:
+        push(Value{});
+        break;
+      case NEWTRUE:
+      case NEWFALSE: {
+        Value b;
+        b.kind = Kind::Bool;
+        b.boolean = op == NEWTRUE;
+        push(b);
+        break;
+      }
+      case BININT1:
+        push(make_int(*need(p, 1)));
+        break;
+      case BININT2:
+        push(make_int(load_le<std::uint16_t>(need(p, 2))));
+        break;
+      case BININT:
+        push(make_int(load_le<std::int32_t>(need(p, 4))));
+        break;
+      case LONG1: {
+        const std::size_t n = *need(p, 1);
+        const unsigned char* at = need(p, n);
+        // Up to 8 bytes (every address, size and time in a snapshot): one little-endian load
+        // when 8 bytes are readable, then sign extension by shifts.
+        if (n - 1 < 8 && end_ - at >= 8) [[likely]] {
+          const unsigned shift = static_cast<unsigned>(64 - 8 * n);
+          const std::uint64_t raw = load_le<std::uint64_t>(at) << shift;
+          push(make_int(static_cast<std::int64_t>(raw) >> shift));
+        } else {
+          push(read_long(at, n));
+        }
+        break;
+      }
+      case LONG4: {
+        std::int32_t n = load_le<std::int32_t>(need(p, 4));
+        if (n < 0) fail("negative LONG4 byte count");
+        push(read_long(need(p, static_cast<std::uint64_t>(n)), static_cast<std::size_t>(n)));
+        break;
+      }
+      case INT:
+        push(read_text_int(line(p), false));
+        break;
+      case LONG:
+        push(read_text_int(line(p), true));
+        break;
+      case BINFLOAT: {
+        // Big-endian IEEE 754 double.
+        const unsigned char* at = need(p, 8);
+        std::uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | at[i];
+        Value v;
+        v.kind = Kind::Float;
+        v.real = std::bit_cast<double>(bits);
+        push(v);
+        break;
+      }
+      case FLOAT:
+        push(read_text_float(line(p)));
+        break;
+
+      // ---- str and bytes ----
+      case SHORT_BINUNICODE: {
+        std::size_t n = *need(p, 1);
+        push(read_str(need(p, n), n));
+        break;
+      }
+      case BINUNICODE: {
+        std::uint64_t n = load_le<std::uint32_t>(need(p, 4));
+        push(read_str(need(p, n), n));
+        break;
+      }
+      case BINUNICODE8: {
+        std::uint64_t n = load_le<std::uint64_t>(need(p, 8));
+        push(read_str(need(p, n), n));
+        break;
+      }
+      case UNICODE:
+        push(read_raw_unicode_escape(line(p)));
+        break;
+      case SHORT_BINSTRING: {
+        std::size_t n = *need(p, 1);
+        push(read_ascii_str(need(p, n), n));
+        break;
+      }
+      case BINSTRING: {
+        std::int32_t n = load_le<std::int32_t>(need(p, 4));
+        if (n < 0) fail("negative BINSTRING length");
+        push(read_ascii_str(need(p, static_cast<std::uint64_t>(n)), static_cast<std::uint64_t>(n)));
+        break;
+      }
+      case SHORT_BINBYTES: {
+        std::size_t n = *need(p, 1);
+        push(make_text(Kind::Bytes, reinterpret_cast<const char*>(need(p, n)),
+                       static_cast<std::uint32_t>(n)));
+        break;
+      }
+      case BINBYTES: {
+        std::uint64_t n = load_le<std::uint32_t>(need(p, 4));
+        const unsigned char* at = need(p, n);
+        push(make_text(Kind::Bytes, reinterpret_cast<const char*>(at), checked_length(n, "bytes")));
+        break;
+      }
+      case BINBYTES8:
+      case BYTEARRAY8: {
+        std::uint64_t n = load_le<std::uint64_t>(need(p, 8));
+        const unsigned char* at = need(p, n);
+        push(make_text(Kind::Bytes, reinterpret_cast<const char*>(at), checked_length(n, "bytes")));
+        break;
+      }
+
+      // ---- containers ----
+      case EMPTY_LIST:
+        push(new_list(0, 0));
+        break;
+      case EMPTY_DICT:
+        push(new_dict(0, 0));
+        break;
+      case EMPTY_TUPLE:
+        push(new_tuple(0, 0));
+        break;
+      case LIST: {
+        std::size_t start = pop_mark();
+        Value v = new_list(start, stack_.size() - start);
+        stack_.shrink_to(start);
+        push(v);
+        break;
+      }
+      case DICT: {
+        std::size_t start = pop_mark();
+        Value v = new_dict(start, stack_.size() - start);
+        stack_.shrink_to(start);
+        push(v);
+        break;
+      }
+      case TUPLE: {
+        std::size_t start = pop_mark();
+        Value v = new_tuple(start, stack_.size() - start);
+        stack_.shrink_to(start);
+        push(v);
+        break;
+      }
+      case TUPLE1:
+      case TUPLE2:
+      case TUPLE3: {
+        std::size_t n = static_cast<std::size_t>(op - TUPLE1 + 1);
+        require(n);
+        std::size_t start = stack_.size() - n;
+        Value v = new_tuple(start, n);
+        stack_.shrink_to(start);
+        push(v);
+        break;
+      }
+      case APPEND: {
+        require(2);
+        list_extend(stack_[stack_.size() - 2], stack_.size() - 1, 1);
+        stack_.pop_back();
+        break;
+      }
+      case APPENDS: {
+        std::size_t start = pop_mark();
+        if (start <= floor_) fail("stack underflow: no list below the MARK");
+        list_extend(stack_[start - 1], start, stack_.size() - start);
+        stack_.shrink_to(start);
+        break;
+      }
+      case SETITEM: {
+        require(3);
+        dict_update(stack_[stack_.size() - 3], stack_.size() - 2, 2);
+        stack_.shrink_to(stack_.size() - 2);
+        break;
+      }
+      case SETITEMS: {
+        std::size_t start = pop_mark();
+        if (start <= floor_) fail("stack underflow: no dict below the MARK");
+        dict_update(stack_[start - 1], start, stack_.size() - start);
+        stack_.shrink_to(start);
+        break;
+      }
+
+      default:
+        refuse();
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::None: return "None";
+    case Kind::Bool: return "bool";
+    case Kind::Int:
+    case Kind::UInt: return "int";
+    case Kind::Float: return "float";
+    case Kind::Str: return "str";
+    case Kind::Bytes: return "bytes";
+    case Kind::List: return "list";
+    case Kind::Tuple: return "tuple";
+    case Kind::Dict: return "dict";
+    case Kind::Missing: return "missing";
+  }
+  return "?";
+}
+
+std::span<const Value> Value::items() const {
+  if (kind == Kind::List) return {list->items, list->size};
+  if (kind == Kind::Tuple) return {tuple_items, length};
+  return {};
+}
+
+const Value* Value::find(std::string_view key) const {
+  if (kind != Kind::Dict) return nullptr;
+  // From the back: the last SETITEM of a key wins, as in Python.
+  for (std::uint32_t i = dict->size; i-- > 0;) {
+    const Value& k = dict->pairs[2 * i];
+    if (k.kind == Kind::Str && k.length == key.size() &&
+        std::memcmp(k.text, key.data(), key.size()) == 0)
+      return &dict->pairs[2 * i + 1];
+  }
+  return nullptr;
+}
+
+void Arena::refill(std::size_t bytes) {
+  // Chunks double, so a document of any size needs only a few dozen of them. Big chunks are
+  // aligned to and sized in 2 MiB and offered to the kernel as huge pages: a snapshot's values
+  // fill hundreds of MiB, and 4 KiB page faults were a fifth of the ingest time.
+  constexpr std::size_t kHuge = 2 * 1024 * 1024;
+  std::size_t size = std::max(bytes, next_chunk_);
+  next_chunk_ = std::max(next_chunk_, size) * 2;
+  const bool huge = size >= kHuge;
+  if (huge) size = (size + kHuge - 1) / kHuge * kHuge;
+  const std::align_val_t align{huge ? kHuge : alignof(std::max_align_t)};
+  Chunk chunk(static_cast<std::byte*>(::operator new(size, align)), ChunkDelete{align});
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (huge) ::madvise(chunk.get(), size, MADV_HUGEPAGE);  // advice only: failure is harmless
+#endif
+  cur_ = chunk.get();
+  end_ = cur_ + size;
+  chunks_.push_back(std::move(chunk));
+}
+
+PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin)
+    // Containers take 4-6 bytes per pickle byte (16-byte values from 1-5 byte opcodes). A first
+    // chunk of 4x is only address space until it is written, and saves most chained chunks.
+    : arena_(std::max<std::size_t>(4 * bytes.size(), 64 * 1024)) {
+  Machine machine(bytes, origin, arena_);
+  root_ = machine.run(protocol_);
+}
+
+}  // namespace fraglab::pickle

@@ -1,0 +1,154 @@
+// A safe reader for Python pickles of plain data (protocols 0-5; snapshots use 2 and 4, design.md
+// "PyTorch memory snapshots", cca-spec §11.1). It interprets only the opcodes that build dicts,
+// lists, tuples, str, bytes, ints, floats, bools and None; every opcode that could name or call
+// Python code (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, PERSID, EXT*, ...) is
+// refused with an InputError naming the byte offset and the opcode. Nothing is ever executed.
+//
+// Invariants:
+//  - a PickleDocument owns every container its values point to (one bump arena, freed at
+//    once), and keeps pointers into the input bytes: the bytes must outlive the document;
+//  - str and bytes values are views into the input, except text-protocol strings (UNICODE), which
+//    are decoded into the arena; str values are valid UTF-8 (surrogates allowed, as Python's
+//    "surrogatepass");
+//  - integers are held in 64 bits: Int covers [-2^63, 2^63), UInt covers [2^63, 2^64); anything
+//    wider is refused (no snapshot field needs more);
+//  - containers alias as in Python: a memo GET of a list yields the same list object, so a list
+//    appended to after it was memoized is seen complete through every reference;
+//  - bad input (truncation, stack underflow, missing MARK, bad memo index, lengths beyond the
+//    buffer) is an InputError "ORIGIN: pickle byte OFFSET: opcode NAME (0xXX): WHAT", never UB.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace fraglab::pickle {
+
+enum class Kind : std::uint8_t {
+  None,
+  Bool,
+  Int,    // signed 64-bit
+  UInt,   // an integer in [2^63, 2^64): only unsigned values that do not fit Int
+  Float,
+  Str,
+  Bytes,  // bytes and bytearray
+  List,
+  Tuple,
+  Dict,
+  Missing,  // never visible outside the reader: an unset memo slot
+};
+
+// "int", "str", ...: the Python type name, for error messages.
+std::string_view kind_name(Kind kind);
+
+struct Value;
+
+// A list's storage grows by reallocation from the arena (the old block is simply abandoned).
+struct ListObject {
+  Value* items = nullptr;
+  std::uint32_t size = 0;
+  std::uint32_t capacity = 0;
+};
+
+// Insertion-ordered key/value pairs. Duplicate keys are kept; find() returns the last one, which
+// is what Python's dict would hold after the same SETITEM sequence.
+struct DictObject {
+  Value* pairs = nullptr;  // key0, value0, key1, value1, ...
+  std::uint32_t size = 0;  // number of pairs
+  std::uint32_t capacity = 0;
+};
+
+// A 16-byte tagged value. Copies are cheap and share containers (Python reference semantics).
+struct Value {
+  Kind kind = Kind::None;
+  std::uint32_t length = 0;  // Str/Bytes: bytes; Tuple: items
+  union {
+    bool boolean;
+    std::int64_t integer;
+    std::uint64_t unsigned_integer;
+    double real;
+    const char* text;
+    const Value* tuple_items;
+    ListObject* list;
+    DictObject* dict;
+  };
+
+  Value() : integer(0) {}
+
+  bool is_none() const { return kind == Kind::None; }
+  bool is_int() const { return kind == Kind::Int || kind == Kind::UInt; }
+  bool is_str() const { return kind == Kind::Str; }
+  bool is_dict() const { return kind == Kind::Dict; }
+  // List or tuple: both are sequences to a reader of plain data.
+  bool is_sequence() const { return kind == Kind::List || kind == Kind::Tuple; }
+
+  std::string_view str() const { return {text, length}; }  // Str or Bytes only
+  // Items of a list or tuple (empty for any other kind).
+  std::span<const Value> items() const;
+  // Dict lookup by str key; nullptr when absent or when this is not a dict.
+  const Value* find(std::string_view key) const;
+  std::uint32_t dict_size() const { return kind == Kind::Dict ? dict->size : 0; }
+  const Value& dict_key(std::uint32_t i) const { return dict->pairs[2 * i]; }
+  const Value& dict_value(std::uint32_t i) const { return dict->pairs[2 * i + 1]; }
+};
+static_assert(sizeof(Value) == 16, "values are copied a lot: keep them two words");
+
+// A bump allocator: memory is handed out in order from large chunks and released all at once
+// with the document. (std::pmr::monotonic_buffer_resource does the same, but through an
+// out-of-line virtual call per allocation, which profiles showed at ~3 allocations per snapshot
+// entry.) Chunks are not zeroed: every byte handed out is written before it is read.
+class Arena {
+ public:
+  explicit Arena(std::size_t first_chunk) : next_chunk_(first_chunk) {}
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // `bytes` of storage aligned to 16 (enough for Value and the container objects). Callers bound
+  // container sizes to 2^32 items, so `bytes` is far from overflowing the rounding below.
+  void* allocate(std::size_t bytes) {
+    bytes = (bytes + 15) & ~std::size_t{15};
+    if (bytes > static_cast<std::size_t>(end_ - cur_)) [[unlikely]]
+      refill(bytes);
+    void* p = cur_;
+    cur_ += bytes;
+    return p;
+  }
+
+ private:
+  // Chunks come from an aligned operator new: their deleter must pass the same alignment.
+  struct ChunkDelete {
+    std::align_val_t align;
+    void operator()(std::byte* p) const { ::operator delete(p, align); }
+  };
+  using Chunk = std::unique_ptr<std::byte, ChunkDelete>;
+
+  void refill(std::size_t bytes);
+  std::vector<Chunk> chunks_;
+  std::byte* cur_ = nullptr;
+  std::byte* end_ = nullptr;
+  std::size_t next_chunk_;
+};
+
+// One parsed pickle. Not copyable: its values point into its arena.
+class PickleDocument {
+ public:
+  // Parses `bytes` up to its STOP opcode (trailing bytes are ignored, as pickle.loads does).
+  // `origin` (a file name) starts every error message. Throws InputError on bad input.
+  PickleDocument(std::string_view bytes, std::string_view origin);
+  PickleDocument(const PickleDocument&) = delete;
+  PickleDocument& operator=(const PickleDocument&) = delete;
+
+  const Value& root() const { return root_; }
+  int protocol() const { return protocol_; }  // from PROTO; 0 when the pickle has none
+
+ private:
+  Arena arena_;
+  Value root_;
+  int protocol_ = 0;
+};
+
+}  // namespace fraglab::pickle

@@ -1,0 +1,923 @@
+// parse_snapshot(): a torch.cuda.memory._dump_snapshot() pickle -> the Trace of one device, with
+// the allocator state at the start of the recorded trace rebuilt (cca-spec §11, §12).
+//
+// Invariants of the result (beyond validate_trace()'s):
+//  - ids: initial allocations are 1..k in address order, then trace allocs k+1.. in trace order;
+//  - `free_requested` immediately followed by `free_completed` at the same address is one Free
+//    (what memory_viz does, §12.1); any other free_* stays separate;
+//  - `snapshot`, `user_defined` and `annotate` entries carry no allocator action (§11.5): they
+//    are skipped, and only counted in source_entries (which counts every entry of the device);
+//  - initial.segments and initial.allocations are sorted by address and consistent with the
+//    snapshot's `segments` after undoing the trace (an inconsistency is an InputError, never a
+//    silently wrong start state);
+//  - Σ initial segment sizes + segment events replayed = Σ snapshot total_size of the device
+//    (the reserved-bytes timeline of §12.2).
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fraglab/trace_io.hpp"
+#include "trace/pickle.hpp"
+
+namespace fraglab {
+
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+// Pages and segment sizes the snapshot format implies (cca-spec §1.1, §7.1).
+constexpr Bytes kSmallSegment = 2 * MiB;        // every small-pool cudaMalloc segment
+constexpr Bytes kDefaultLargePage = 20 * MiB;   // large_segment_size / max_non_split_rounding
+
+enum class Action : std::uint8_t {
+  Alloc,
+  FreeRequested,
+  FreeCompleted,
+  SegmentAlloc,
+  SegmentFree,
+  SegmentMap,
+  SegmentUnmap,
+  Oom,
+  Skipped,  // snapshot, user_defined, annotate
+};
+
+// One trace entry with the fields a Trace needs, decoded once.
+struct Entry {
+  Action action = Action::Skipped;
+  bool has_time = false;
+  Addr addr = 0;  // oom: device_free
+  Bytes size = 0;
+  StreamId stream = 0;
+  std::int64_t time_us = 0;
+};
+
+struct SnapshotSegment {
+  Addr addr = 0;
+  Bytes size = 0;
+  StreamId stream = 0;
+  bool small_pool = false;
+  bool expandable = false;
+  const Value* blocks = nullptr;
+  std::size_t index = 0;  // position in the snapshot's `segments`, for messages
+};
+
+// A mapped range while undoing segment events (key: its address).
+struct Range {
+  Bytes size = 0;
+  StreamId stream = 0;
+  bool small_pool = false;
+  bool expandable = false;
+};
+
+// The trace-entry keys parse_snapshot reads (cca-spec §11.5); everything else is ignored.
+enum class EntryKey : std::uint8_t { Other, Action, Addr, Size, Stream, TimeUs, DeviceFree };
+
+// Key comparison with a literal: a constant-length memcmp the compiler turns into a load and a
+// compare (a string_view == called memcmp for every key of every entry).
+template <std::size_t N>
+bool is(std::string_view name, const char (&literal)[N]) {
+  return name.size() == N - 1 && std::memcmp(name.data(), literal, N - 1) == 0;
+}
+
+EntryKey classify_key(std::string_view name) {
+  switch (name.size()) {
+    case 4:
+      if (is(name, "addr")) return EntryKey::Addr;
+      if (is(name, "size")) return EntryKey::Size;
+      break;
+    case 6:
+      if (is(name, "action")) return EntryKey::Action;
+      if (is(name, "stream")) return EntryKey::Stream;
+      break;
+    case 7:
+      if (is(name, "time_us")) return EntryKey::TimeUs;
+      break;
+    case 11:
+      if (is(name, "device_free")) return EntryKey::DeviceFree;
+      break;
+    default:
+      break;
+  }
+  return EntryKey::Other;
+}
+
+// Where an entry dict keeps the keys parse_snapshot reads. Pickle writers memoize key strings
+// and every entry lists its keys in the same order, so an entry's keys are almost always the very
+// same views into the input, at the same positions, as the previous entry's: checking that costs
+// a pointer compare per key instead of a string compare, and the positions are then known. A
+// mismatch only means classifying the keys again; the cache never changes a result.
+class EntryShape {
+ public:
+  static constexpr std::size_t kFields = 7;  // EntryKey values
+  using Fields = std::array<const Value*, kFields>;  // indexed by EntryKey; nullptr = absent
+
+  Fields fields(const Value& entry) {
+    const std::uint32_t n = entry.dict_size();
+    if (!matches(entry, n)) learn(entry, n);
+    Fields out{};
+    for (std::size_t f = 1; f < kFields; ++f)
+      if (position_[f] >= 0) out[f] = &entry.dict_value(static_cast<std::uint32_t>(position_[f]));
+    return out;
+  }
+
+ private:
+  static constexpr std::uint32_t kMaxKeys = 16;
+
+  bool matches(const Value& entry, std::uint32_t n) const {
+    if (n != size_ || n == 0) return false;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const Value& key = entry.dict_key(k);
+      if (key.kind != Kind::Str || key.text != text_[k] || key.length != length_[k]) return false;
+    }
+    return true;
+  }
+  // Classifies every key; the last of duplicate keys wins, as in a Python dict. Shapes with
+  // non-str keys or too many keys are used once and not remembered.
+  void learn(const Value& entry, std::uint32_t n) {
+    position_.fill(-1);
+    size_ = n <= kMaxKeys ? n : 0;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const Value& key = entry.dict_key(k);
+      if (key.kind != Kind::Str) {
+        size_ = 0;
+        continue;
+      }
+      if (k < kMaxKeys) {
+        text_[k] = key.text;
+        length_[k] = key.length;
+      }
+      const auto f = static_cast<std::size_t>(classify_key(key.str()));
+      if (f != 0) position_[f] = static_cast<std::int32_t>(k);
+    }
+  }
+
+  std::uint32_t size_ = 0;  // keys of the remembered shape; 0 = none
+  const char* text_[kMaxKeys] = {};
+  std::uint32_t length_[kMaxKeys] = {};
+  std::array<std::int32_t, kFields> position_{};  // by EntryKey; -1 = absent
+};
+
+// Where a value sits in the snapshot, for error messages; formatted only when one is thrown.
+struct Loc {
+  enum Kind : std::uint8_t { Snapshot, Settings, Segment, Block, BlockHistory, Entry };
+  Kind kind = Snapshot;
+  std::size_t i = 0;  // segment index, or device for entries
+  std::size_t j = 0;  // block index, or entry index
+  std::string str() const {
+    switch (kind) {
+      case Snapshot: return "snapshot";
+      case Settings: return "allocator_settings";
+      case Segment: return fmt::format("segments[{}]", i);
+      case Block: return fmt::format("segments[{}] block {}", i, j);
+      case BlockHistory: return fmt::format("segments[{}] block {} history", i, j);
+      case Entry: return fmt::format("device_traces[{}] entry {}", i, j);
+    }
+    return "?";
+  }
+};
+
+// Every address an alloc/free entry names, and what it holds while the trace is walked forward:
+// an open-addressing table (linear probing, never shrinks: an address once seen stays "touched"),
+// because std::unordered_map cost a node allocation per alloc on the ingest path.
+class AddressTable {
+ public:
+  struct Slot {
+    Addr addr = 0;
+    std::uint64_t ref = 0;  // deferred id reference of the allocation there (when live)
+    bool used = false;
+    bool live = false;
+  };
+
+  AddressTable() { slots_.resize(1024); }
+
+  // The slot of `addr`, added (not live) when new. Valid until the next get().
+  Slot& get(Addr addr) {
+    if (2 * (count_ + 1) > slots_.size()) rehash(2 * slots_.size());
+    Slot& s = slots_[probe(slots_, addr)];
+    if (!s.used) {
+      s.used = true;
+      s.addr = addr;
+      ++count_;
+    }
+    return s;
+  }
+  const Slot* find(Addr addr) const {
+    const Slot& s = slots_[probe(slots_, addr)];
+    return s.used ? &s : nullptr;
+  }
+
+ private:
+  // Index of the slot holding `addr`, or of the empty slot where it would go.
+  static std::size_t probe(const std::vector<Slot>& slots, Addr addr) {
+    const std::size_t mask = slots.size() - 1;
+    // Fibonacci hashing spreads the 512-byte-aligned addresses over the table.
+    std::size_t i = static_cast<std::size_t>((addr * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (slots[i].used && slots[i].addr != addr) i = (i + 1) & mask;
+    return i;
+  }
+  void rehash(std::size_t size) {
+    std::vector<Slot> fresh(size);
+    for (const Slot& s : slots_)
+      if (s.used) fresh[probe(fresh, s.addr)] = s;
+    slots_.swap(fresh);
+  }
+
+  std::vector<Slot> slots_;  // size is a power of two, at most half full
+  std::size_t count_ = 0;
+};
+
+// Sizes of 2^60 and more are corrupt (no device has an exabyte), and a range must not wrap
+// around the address space: the segment arithmetic below relies on both.
+bool plausible_range(Addr addr, Bytes size) {
+  return size < (Bytes{1} << 60) && addr + size >= addr;
+}
+
+// Ids of initial allocations are known only once all are found; until then an event refers to
+// one by this tag plus its discovery index.
+constexpr std::uint64_t kInitialRef = std::uint64_t{1} << 63;
+
+class SnapshotReader {
+ public:
+  SnapshotReader(std::string_view origin, const TraceReadOptions& options)
+      : origin_(origin), options_(options) {}
+
+  Trace read(const Value& root);
+
+ private:
+  // ---- errors: one line, naming the file and where -----------------------------------------
+  [[noreturn, gnu::cold, gnu::noinline]] void fail(const Loc& where,
+                                                   std::string_view what) const {
+    throw InputError(fmt::format("{}: {}: {}", origin_, where.str(), what));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_entry(std::size_t i,
+                                                         std::string_view what) const {
+    fail(Loc{Loc::Entry, device_, i}, what);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_type(const Loc& where, std::string_view key,
+                                                        std::string_view expected,
+                                                        const Value& got) const {
+    fail(where, fmt::format("key '{}': expected {}, got {}", key, expected,
+                            pickle::kind_name(got.kind)));
+  }
+
+  // ---- typed field access ------------------------------------------------------------------
+  const Value& field(const Value& dict, std::string_view key, const Loc& where) const {
+    const Value* v = dict.find(key);
+    if (!v) fail(where, fmt::format("missing key '{}'", key));
+    return *v;
+  }
+  std::uint64_t as_u64(const Value& v, std::string_view key, const Loc& where) const {
+    if (v.kind == Kind::Int && v.integer >= 0) return static_cast<std::uint64_t>(v.integer);
+    if (v.kind == Kind::UInt) return v.unsigned_integer;
+    fail_type(where, key, "a non-negative int", v);
+  }
+  std::int64_t as_i64(const Value& v, std::string_view key, const Loc& where) const {
+    if (v.kind == Kind::Int) return v.integer;
+    fail_type(where, key, "an int within 64 bits", v);
+  }
+  std::uint64_t u64_field(const Value& d, std::string_view key, const Loc& where) const {
+    return as_u64(field(d, key, where), key, where);
+  }
+
+  // ---- steps -------------------------------------------------------------------------------
+  void choose_device(const Value& root);
+  void collect_segments(const Value& segments);
+  Entry decode_entry(const Value& e, std::size_t i);
+  void emit_events(std::span<const Value> entries, Trace& trace);
+  void add_block_allocations();
+  void rebuild_segments(Trace& trace) const;
+  void number_allocations(Trace& trace);
+  void read_allocator_settings(const Value& root, Trace& trace) const;
+  void check_allocations_in_segments(const Trace& trace) const;
+
+  std::string_view origin_;
+  TraceReadOptions options_;
+  std::size_t device_ = 0;
+  const Value* device_entries_ = nullptr;  // the device's trace list (may be null: no trace)
+  Bytes large_page_ = kDefaultLargePage;
+
+  std::vector<SnapshotSegment> segments_;
+  // Segment events with their entry index, in trace order: all rebuild_segments() needs.
+  std::vector<std::pair<std::size_t, Entry>> segment_entries_;
+  EntryShape shape_;
+
+  AddressTable addresses_;  // allocation lifetimes while walking the trace forward
+  std::vector<InitialAllocation> initial_;  // discovery order; ids assigned later
+  std::uint64_t trace_allocs_ = 0;
+};
+
+std::string file_stem(std::string_view origin) {
+  std::size_t slash = origin.find_last_of("/\\");
+  std::string_view base = slash == std::string_view::npos ? origin : origin.substr(slash + 1);
+  // read_trace() hands decompressed .gz files over under their own name: drop that layer too.
+  if (base.size() > 3 && base.substr(base.size() - 3) == ".gz") base.remove_suffix(3);
+  std::size_t dot = base.find_last_of('.');
+  if (dot != std::string_view::npos && dot > 0) base = base.substr(0, dot);
+  return std::string(base);
+}
+
+// ---- device choice ---------------------------------------------------------------------------
+
+// Snapshots hold every device; a Trace is one. A device "has data" when it has trace entries or
+// segments; -1 picks the only such device (design.md, trace_io.hpp TraceReadOptions).
+void SnapshotReader::choose_device(const Value& root) {
+  const Loc top{Loc::Snapshot};
+  const Value& traces = field(root, "device_traces", top);
+  if (!traces.is_sequence()) fail_type(top, "device_traces", "a list", traces);
+  const Value& segments = field(root, "segments", top);
+  if (!segments.is_sequence()) fail_type(top, "segments", "a list", segments);
+
+  std::set<std::uint64_t> with_data;
+  auto device_lists = traces.items();
+  for (std::size_t d = 0; d < device_lists.size(); ++d) {
+    const Value& list = device_lists[d];
+    if (list.is_none()) continue;
+    if (!list.is_sequence())
+      fail(top, fmt::format("device_traces[{}]: expected a list of trace entries, got {}", d,
+                            pickle::kind_name(list.kind)));
+    if (!list.items().empty()) with_data.insert(d);
+  }
+  auto segs = segments.items();
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    const Loc where{Loc::Segment, i};
+    if (!segs[i].is_dict()) fail(where, "expected a dict");
+    with_data.insert(u64_field(segs[i], "device", where));
+  }
+
+  auto list_devices = [&] {
+    std::string s;
+    for (std::uint64_t d : with_data) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    return s.empty() ? std::string("none") : s;
+  };
+  if (options_.device_index >= 0) {
+    device_ = static_cast<std::size_t>(options_.device_index);
+    if (!with_data.count(device_))
+      fail(top, fmt::format("device {} has no trace entries and no segments (devices with data: "
+                            "{})",
+                            device_, list_devices()));
+  } else {
+    if (with_data.empty()) fail(top, "no device has trace entries or segments");
+    if (with_data.size() > 1)
+      fail(top, fmt::format("it holds several devices ({}): choose one with the device index "
+                            "option",
+                            list_devices()));
+    device_ = static_cast<std::size_t>(*with_data.begin());
+  }
+  if (device_ < device_lists.size() && device_lists[device_].is_sequence())
+    device_entries_ = &device_lists[device_];
+  collect_segments(segments);
+}
+
+// §11.3: the device's segments as the snapshot saw them at dump time.
+void SnapshotReader::collect_segments(const Value& segments) {
+  auto segs = segments.items();
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    const Value& s = segs[i];
+    const Loc where{Loc::Segment, i};
+    if (u64_field(s, "device", where) != device_) continue;
+    SnapshotSegment seg;
+    seg.index = i;
+    seg.addr = u64_field(s, "address", where);
+    seg.size = u64_field(s, "total_size", where);
+    if (!plausible_range(seg.addr, seg.size))
+      fail(where, fmt::format("impossible segment: {} bytes at 0x{:x} (expected a size below "
+                              "2^60 that ends below 2^64)",
+                              seg.size, seg.addr));
+    seg.stream = u64_field(s, "stream", where);
+    const Value& type = field(s, "segment_type", where);
+    if (!type.is_str() || (type.str() != "small" && type.str() != "large"))
+      fail(where, "key 'segment_type': expected \"small\" or \"large\"");
+    seg.small_pool = type.str() == "small";
+    if (const Value* e = s.find("is_expandable")) {  // 2.1+ only
+      if (e->kind != Kind::Bool) fail_type(where, "is_expandable", "a bool", *e);
+      seg.expandable = e->boolean;
+    }
+    const Value& blocks = field(s, "blocks", where);
+    if (!blocks.is_sequence()) fail_type(where, "blocks", "a list", blocks);
+    seg.blocks = &blocks;
+    segments_.push_back(seg);
+  }
+}
+
+// ---- trace entries (§11.5) -------------------------------------------------------------------
+
+Action action_from_name(std::string_view a, bool& known) {
+  known = true;
+  switch (a.size()) {
+    case 5:
+      if (is(a, "alloc")) return Action::Alloc;
+      break;
+    case 3:
+      if (is(a, "oom")) return Action::Oom;
+      break;
+    case 14:
+      if (is(a, "free_requested")) return Action::FreeRequested;
+      if (is(a, "free_completed")) return Action::FreeCompleted;
+      break;
+    case 13:
+      if (is(a, "segment_alloc")) return Action::SegmentAlloc;
+      if (is(a, "segment_unmap")) return Action::SegmentUnmap;
+      break;
+    case 12:
+      if (is(a, "segment_free")) return Action::SegmentFree;
+      if (is(a, "user_defined")) return Action::Skipped;
+      break;
+    case 11:
+      if (is(a, "segment_map")) return Action::SegmentMap;
+      break;
+    case 8:
+      if (is(a, "snapshot") || is(a, "annotate")) return Action::Skipped;
+      break;
+    default:
+      break;
+  }
+  known = false;
+  return Action::Skipped;
+}
+
+// The fields come from one pass over the entry's keys (EntryShape), not a lookup per field.
+Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
+  if (!e.is_dict())
+    fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
+  const EntryShape::Fields f = shape_.fields(e);
+  const Value* action = f[static_cast<std::size_t>(EntryKey::Action)];
+  const Value* addr = f[static_cast<std::size_t>(EntryKey::Addr)];
+  const Value* size = f[static_cast<std::size_t>(EntryKey::Size)];
+  const Value* stream = f[static_cast<std::size_t>(EntryKey::Stream)];
+  const Value* time = f[static_cast<std::size_t>(EntryKey::TimeUs)];
+  const Value* device_free = f[static_cast<std::size_t>(EntryKey::DeviceFree)];
+  const Loc where{Loc::Entry, device_, i};
+  if (!action) fail_entry(i, "missing key 'action'");
+  if (!action->is_str()) fail_type(where, "action", "a str", *action);
+  Entry out;
+  bool known = false;
+  out.action = action_from_name(action->str(), known);
+  if (!known)
+    fail_entry(i, fmt::format("unknown action '{}' (expected alloc, free_requested, "
+                              "free_completed, segment_alloc, segment_free, segment_map, "
+                              "segment_unmap, oom, snapshot, user_defined or annotate)",
+                              action->str().substr(0, 40)));
+  if (out.action == Action::Skipped) return out;
+  auto need = [&](const Value* v, std::string_view key) -> const Value& {
+    if (!v) fail_entry(i, fmt::format("({}) missing key '{}'", action->str(), key));
+    return *v;
+  };
+  if (out.action == Action::Oom) {
+    out.addr = as_u64(need(device_free, "device_free"), "device_free", where);
+    if (stream) out.stream = as_u64(*stream, "stream", where);
+  } else {
+    out.addr = as_u64(need(addr, "addr"), "addr", where);
+    out.stream = as_u64(need(stream, "stream"), "stream", where);
+  }
+  out.size = as_u64(need(size, "size"), "size", where);
+  if (time) {  // ≈2.2+ only (cca-spec §13)
+    out.time_us = as_i64(*time, "time_us", where);
+    out.has_time = true;
+  }
+  return out;
+}
+
+// ---- events and the allocations live at the start (§12.1, §12.2) ------------------------------
+
+// Walks the trace forward. A free of an address with no live alloc names an allocation that
+// existed before the trace started ("initially allocated", §12.1): it becomes an initial
+// allocation, pending at start when its first free entry is a free_completed.
+//
+// Entries are decoded as they are walked (one pass, no intermediate copy of the trace).
+void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
+  trace.events.reserve(entries.size());
+  const auto device = static_cast<std::uint32_t>(device_);
+  auto discover = [&](const Entry& e, bool pending) {
+    InitialAllocation a;
+    a.addr = e.addr;
+    a.requested = e.size;
+    a.stream = e.stream;
+    a.free_requested = pending;
+    a.block_size = 0;  // freed during the trace: the snapshot no longer records its block
+    initial_.push_back(a);
+    return kInitialRef | (initial_.size() - 1);
+  };
+  Entry lookahead;  // entries[i] when has_lookahead: decoded while checking for a pair
+  bool has_lookahead = false;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry e = has_lookahead ? lookahead : decode_entry(entries[i], i);
+    has_lookahead = false;
+    Event ev;
+    ev.device = device;
+    ev.has_time = e.has_time;
+    ev.time_us = e.time_us;
+    switch (e.action) {
+      case Action::Skipped:
+        continue;
+      case Action::Alloc: {
+        AddressTable::Slot& slot = addresses_.get(e.addr);
+        if (slot.live)
+          fail_entry(i, fmt::format("alloc at 0x{:x}, which is still allocated (expected its "
+                                    "free_completed first)",
+                                    e.addr));
+        slot.live = true;
+        slot.ref = ++trace_allocs_;
+        ev.op = Op::Alloc;
+        ev.stream = e.stream;
+        ev.id = slot.ref;
+        ev.size = e.size;
+        ev.addr = e.addr;
+        ev.has_addr = true;
+        break;
+      }
+      case Action::FreeRequested: {
+        AddressTable::Slot& slot = addresses_.get(e.addr);
+        if (i + 1 < entries.size()) {
+          lookahead = decode_entry(entries[i + 1], i + 1);
+          has_lookahead = true;
+        }
+        const bool joined = has_lookahead && lookahead.action == Action::FreeCompleted &&
+                            lookahead.addr == e.addr;
+        if (!slot.live) {  // allocated before the trace started
+          slot.live = true;
+          slot.ref = discover(e, false);
+        }
+        ev.id = slot.ref;
+        if (joined) {
+          ev.op = Op::Free;
+          slot.live = false;
+          ++i;  // the free_completed is part of this Free
+          has_lookahead = false;
+        } else {
+          ev.op = Op::FreeRequested;  // live until its free_completed
+        }
+        break;
+      }
+      case Action::FreeCompleted: {
+        AddressTable::Slot& slot = addresses_.get(e.addr);
+        ev.op = Op::FreeCompleted;
+        if (slot.live) {
+          ev.id = slot.ref;
+          slot.live = false;
+        } else {
+          ev.id = discover(e, true);  // its free was requested before the trace started
+        }
+        break;
+      }
+      case Action::SegmentAlloc:
+      case Action::SegmentFree:
+      case Action::SegmentMap:
+      case Action::SegmentUnmap:
+        ev.op = e.action == Action::SegmentAlloc  ? Op::SegmentAlloc
+                : e.action == Action::SegmentFree ? Op::SegmentFree
+                : e.action == Action::SegmentMap  ? Op::SegmentMap
+                                                  : Op::SegmentUnmap;
+        ev.addr = e.addr;
+        ev.size = e.size;
+        ev.stream = e.stream;
+        ev.has_addr = true;
+        segment_entries_.emplace_back(i, e);
+        break;
+      case Action::Oom:
+        ev.op = Op::Oom;
+        ev.size = e.size;
+        ev.stream = e.stream;
+        ev.addr = e.addr;  // device_free
+        break;
+    }
+    trace.events.push_back(ev);
+  }
+}
+
+// Snapshot blocks still active at dump time whose address holds no allocation made in the trace
+// existed through the whole trace (§12.1 "initially allocated", §12.2). Their block size is
+// recorded, and a pending-free one was pending from the start (its free_requested is not in the
+// trace, or the address would have been touched).
+void SnapshotReader::add_block_allocations() {
+  for (const SnapshotSegment& seg : segments_) {
+    auto blocks = seg.blocks->items();
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      const Value& block = blocks[b];
+      const Loc where{Loc::Block, seg.index, b};
+      if (!block.is_dict()) fail(where, "expected a dict");
+      const Value& state = field(block, "state", where);
+      if (!state.is_str()) fail_type(where, "state", "a str", state);
+      bool pending;
+      if (state.str() == "inactive") continue;
+      if (state.str() == "active_allocated") pending = false;
+      // The memory_viz docstring spells it active_awaiting_free (cca-spec §11.4 trap).
+      else if (state.str() == "active_pending_free" || state.str() == "active_awaiting_free")
+        pending = true;
+      else
+        fail(where, fmt::format("unknown block state '{}' (expected active_allocated, "
+                                "active_pending_free or inactive)",
+                                state.str().substr(0, 40)));
+      Addr addr = u64_field(block, "address", where);
+      const AddressTable::Slot* seen = addresses_.find(addr);
+      if (seen && seen->live) continue;  // allocated (or freed-pending) in the trace
+      if (seen)
+        fail(where, fmt::format("block at 0x{:x} is {} but the trace freed that address and never "
+                                "allocated it again (snapshot and trace disagree)",
+                                addr, state.str()));
+      InitialAllocation a;
+      a.addr = addr;
+      a.block_size = u64_field(block, "size", where);
+      a.stream = seg.stream;
+      a.free_requested = pending;
+      if (const Value* r = block.find("requested_size")) {
+        a.requested = as_u64(*r, "requested_size", where);
+      } else if (const Value* h = block.find("history")) {
+        // 1.13/2.0 layout (§11.4): the newest history record describes the live allocation.
+        if (!h->is_sequence()) fail_type(where, "history", "a list", *h);
+        auto records = h->items();
+        if (records.empty()) fail(where, "key 'history': empty (expected at least one record)");
+        const Value& last = records.back();
+        if (!last.is_dict()) fail(where, "key 'history': expected a list of dicts");
+        a.requested = u64_field(last, "real_size", Loc{Loc::BlockHistory, seg.index, b});
+      } else {
+        fail(where, "missing key 'requested_size' (or legacy 'history')");
+      }
+      initial_.push_back(a);
+    }
+  }
+}
+
+// Segments at trace start: the snapshot's, with the trace's segment events undone from the
+// newest back (§12.1 "Allocator State History", §12.2). cudaMalloc segments (segment_alloc/free)
+// come and go whole; expandable segments are reported as maximal mapped runs (§7.6), so undoing
+// a map cuts a run and undoing an unmap re-joins neighbouring runs of the same stream.
+void SnapshotReader::rebuild_segments(Trace& trace) const {
+  std::map<Addr, Range> ranges;
+  for (const SnapshotSegment& s : segments_) {
+    if (!ranges.try_emplace(s.addr, Range{s.size, s.stream, s.small_pool, s.expandable}).second)
+      fail(Loc{Loc::Segment, s.index},
+           fmt::format("two segments of device {} start at 0x{:x}", device_, s.addr));
+  }
+  // The range containing [addr, addr + size), or end().
+  auto containing = [&](Addr addr, Bytes size) {
+    auto it = ranges.upper_bound(addr);
+    if (it == ranges.begin()) return ranges.end();
+    --it;
+    if (addr + size > it->first + it->second.size) return ranges.end();
+    return it;
+  };
+  auto overlaps = [&](Addr addr, Bytes size) {
+    auto next = ranges.lower_bound(addr);
+    if (next != ranges.end() && next->first < addr + size) return true;
+    if (next == ranges.begin()) return false;
+    auto prev = std::prev(next);
+    return prev->first + prev->second.size > addr;
+  };
+
+  for (auto it = segment_entries_.rbegin(); it != segment_entries_.rend(); ++it) {
+    const std::size_t i = it->first;
+    const Entry& e = it->second;
+    if (!plausible_range(e.addr, e.size))
+      fail_entry(i, fmt::format("impossible segment range: {} bytes at 0x{:x} (expected a size "
+                                "below 2^60 that ends below 2^64)",
+                                e.size, e.addr));
+    switch (e.action) {
+      case Action::SegmentAlloc: {  // undo = the segment did not exist yet
+        auto it = ranges.find(e.addr);
+        if (it == ranges.end() || it->second.size != e.size)
+          fail_entry(i, fmt::format("segment_alloc of {} bytes at 0x{:x} cannot be undone: no "
+                                    "such segment exists after it (snapshot and trace disagree)",
+                                    e.size, e.addr));
+        ranges.erase(it);
+        break;
+      }
+      case Action::SegmentFree: {  // undo = it existed, one fully free block (§12.2)
+        if (overlaps(e.addr, e.size))
+          fail_entry(i, fmt::format("segment_free of {} bytes at 0x{:x} cannot be undone: it "
+                                    "overlaps a segment that exists after it",
+                                    e.size, e.addr));
+        ranges.emplace(e.addr, Range{e.size, e.stream, e.size == kSmallSegment, false});
+        break;
+      }
+      case Action::SegmentMap: {  // undo = those pages were not mapped: cut them out of the run
+        auto it = containing(e.addr, e.size);
+        if (it == ranges.end())
+          fail_entry(i, fmt::format("segment_map of {} bytes at 0x{:x} cannot be undone: no "
+                                    "mapped range holds it (snapshot and trace disagree)",
+                                    e.size, e.addr));
+        Range run = it->second;
+        Addr start = it->first;
+        Addr end = start + run.size;
+        ranges.erase(it);
+        if (e.addr > start) ranges.emplace(start, Range{e.addr - start, run.stream,
+                                                        run.small_pool, run.expandable});
+        if (e.addr + e.size < end)
+          ranges.emplace(e.addr + e.size, Range{end - (e.addr + e.size), run.stream,
+                                                run.small_pool, run.expandable});
+        break;
+      }
+      case Action::SegmentUnmap: {  // undo = those pages were mapped: re-join the runs
+        if (overlaps(e.addr, e.size))
+          fail_entry(i, fmt::format("segment_unmap of {} bytes at 0x{:x} cannot be undone: it "
+                                    "overlaps a range mapped after it",
+                                    e.size, e.addr));
+        Addr start = e.addr;
+        Range run{e.size, e.stream, false, true};
+        // The pool of a run is its neighbours' when it touches one; alone, only the page size
+        // tells: large-pool pages are large_page_ bytes, small-pool pages 2 MiB (§7.1).
+        bool pool_known = false;
+        auto next = ranges.lower_bound(e.addr);
+        if (next != ranges.begin()) {
+          auto prev = std::prev(next);
+          if (prev->second.expandable && prev->second.stream == e.stream &&
+              prev->first + prev->second.size == e.addr) {
+            start = prev->first;
+            run.size += prev->second.size;
+            run.small_pool = prev->second.small_pool;
+            pool_known = true;
+            ranges.erase(prev);
+          }
+        }
+        if (next != ranges.end() && next->second.expandable && next->second.stream == e.stream &&
+            next->first == e.addr + e.size) {
+          run.size += next->second.size;
+          if (!pool_known) run.small_pool = next->second.small_pool;
+          pool_known = true;
+          ranges.erase(next);
+        }
+        if (!pool_known) run.small_pool = e.size % large_page_ != 0;
+        ranges.emplace(start, run);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  trace.initial.segments.reserve(ranges.size());
+  for (const auto& [addr, r] : ranges)
+    trace.initial.segments.push_back(
+        InitialSegment{addr, r.size, r.stream, r.small_pool, r.expandable});
+}
+
+// Initial allocations get ids 1..k in address order, trace allocations k+1.. in trace order.
+void SnapshotReader::number_allocations(Trace& trace) {
+  std::vector<std::size_t> order(initial_.size());
+  for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return initial_[a].addr < initial_[b].addr; });
+  std::vector<AllocId> id_of(initial_.size());
+  trace.initial.allocations.reserve(initial_.size());
+  for (std::size_t r = 0; r < order.size(); ++r) {
+    InitialAllocation a = initial_[order[r]];
+    if (r > 0 && trace.initial.allocations.back().addr == a.addr)
+      fail(Loc{Loc::Snapshot}, fmt::format("two allocations live at trace start share address 0x{:x} "
+                                   "(snapshot and trace disagree)",
+                                   a.addr));
+    a.id = r + 1;
+    id_of[order[r]] = a.id;
+    trace.initial.allocations.push_back(a);
+  }
+  const std::uint64_t k = initial_.size();
+  for (Event& ev : trace.events) {
+    if (ev.op != Op::Alloc && ev.op != Op::Free && ev.op != Op::FreeRequested &&
+        ev.op != Op::FreeCompleted)
+      continue;
+    ev.id = (ev.id & kInitialRef) ? id_of[ev.id & ~kInitialRef] : ev.id + k;
+  }
+}
+
+// Every allocation live at the start must lie in a segment that exists at the start; otherwise
+// the trace and the snapshot describe different histories and no replay could start from them.
+void SnapshotReader::check_allocations_in_segments(const Trace& trace) const {
+  const auto& segs = trace.initial.segments;
+  std::size_t s = 0;
+  for (const InitialAllocation& a : trace.initial.allocations) {  // both sorted by address
+    while (s < segs.size() && segs[s].addr + segs[s].size <= a.addr) ++s;
+    if (s == segs.size() || segs[s].addr > a.addr)
+      fail(Loc{Loc::Snapshot},
+           fmt::format("allocation {} at 0x{:x}, live at trace start, lies in no segment that "
+                       "exists at trace start (snapshot and trace disagree)",
+                       a.id, a.addr));
+  }
+}
+
+// ---- allocator_settings (≈2.3+) -> PYTORCH_CUDA_ALLOC_CONF (cca-spec §10) -------------------
+
+// The structured fields, not the recorded env var: they include runtime changes made with
+// _set_allocator_settings (§10). Fixed order so the same settings give the same string.
+void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) const {
+  const Value* settings = root.find("allocator_settings");
+  if (!settings) return;  // older snapshots: unknown, not default
+  const Loc where{Loc::Settings};
+  if (!settings->is_dict()) fail_type(Loc{Loc::Snapshot}, "allocator_settings", "a dict", *settings);
+  trace.allocator_conf_known = true;
+  std::vector<std::string> items;
+  auto mib = [&](const Value& v, std::string_view key) {
+    std::uint64_t bytes = as_u64(v, key, where);
+    if (bytes % MiB)
+      fail(where, fmt::format("key '{}': {} bytes is not a whole number of MiB", key, bytes));
+    return bytes / MiB;
+  };
+
+  if (const Value* v = settings->find("max_split_size")) {
+    // SIZE_MAX (no limit) is stored as int64: -1.
+    if (!(v->kind == Kind::Int && v->integer == -1) && !(v->kind == Kind::UInt))
+      items.push_back(fmt::format("max_split_size_mb:{}", mib(*v, "max_split_size")));
+  }
+  if (const Value* v = settings->find("roundup_power2_divisions")) {
+    if (v->is_dict()) {
+      // Keys are interval lower bounds in MiB ("1".."32768"); list form covers every key.
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> slots;
+      bool any = false;
+      for (std::uint32_t k = 0; k < v->dict_size(); ++k) {
+        const Value& key = v->dict_key(k);
+        std::uint64_t bound = 0;
+        bool ok = key.is_str();
+        if (ok) {
+          auto s = key.str();
+          auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), bound);
+          ok = ec == std::errc() && p == s.data() + s.size() && !s.empty();
+        } else if (key.is_int()) {
+          bound = as_u64(key, "roundup_power2_divisions", where);
+          ok = true;
+        }
+        if (!ok)
+          fail(where, "key 'roundup_power2_divisions': expected interval keys like \"1\", "
+                      "\"2\", ... \"32768\"");
+        std::uint64_t div = as_u64(v->dict_value(k), "roundup_power2_divisions", where);
+        any = any || div != 0;
+        slots.emplace_back(bound, div);
+      }
+      if (any) {
+        std::sort(slots.begin(), slots.end());
+        std::string list = "roundup_power2_divisions:[";
+        for (std::size_t s = 0; s < slots.size(); ++s)
+          list += fmt::format("{}{}:{}", s ? "," : "", slots[s].first, slots[s].second);
+        items.push_back(list + "]");
+      }
+    } else if (v->is_int()) {  // a single value, as 2.0-era settings stored it
+      std::uint64_t div = as_u64(*v, "roundup_power2_divisions", where);
+      if (div) items.push_back(fmt::format("roundup_power2_divisions:{}", div));
+    } else {
+      fail_type(where, "roundup_power2_divisions", "a dict of interval -> divisions", *v);
+    }
+  }
+  if (const Value* v = settings->find("garbage_collection_threshold")) {
+    double t = 0;
+    if (v->kind == Kind::Float) t = v->real;
+    else if (v->kind == Kind::Int) t = static_cast<double>(v->integer);
+    else fail_type(where, "garbage_collection_threshold", "a float", *v);
+    if (t > 0) items.push_back(fmt::format("garbage_collection_threshold:{}", t));
+  }
+  if (const Value* v = settings->find("expandable_segments")) {
+    if (v->kind != Kind::Bool) fail_type(where, "expandable_segments", "a bool", *v);
+    if (v->boolean) items.push_back("expandable_segments:True");
+  }
+  if (const Value* v = settings->find("max_non_split_rounding")) {
+    std::uint64_t m = mib(*v, "max_non_split_rounding");
+    if (m * MiB != kDefaultLargePage) items.push_back(fmt::format("max_non_split_rounding_mb:{}", m));
+  }
+  if (const Value* v = settings->find("large_segment_size")) {
+    std::uint64_t m = mib(*v, "large_segment_size");
+    if (m * MiB != kDefaultLargePage) items.push_back(fmt::format("large_segment_size_mb:{}", m));
+  }
+  for (std::size_t i = 0; i < items.size(); ++i)
+    trace.allocator_conf += (i ? "," : "") + items[i];
+}
+
+Trace SnapshotReader::read(const Value& root) {
+  if (!root.is_dict())
+    fail(Loc{Loc::Snapshot}, fmt::format("expected a dict at the top, got {}",
+                                 pickle::kind_name(root.kind)));
+  Trace trace;
+  trace.name = file_stem(origin_);
+  trace.source = "pytorch-snapshot";
+  read_allocator_settings(root, trace);
+  if (const Value* settings = root.find("allocator_settings")) {
+    // Expandable pages follow large_segment_size when the snapshot records it (§7.1).
+    if (const Value* v = settings->find("large_segment_size"); v && v->is_int())
+      large_page_ = as_u64(*v, "large_segment_size", Loc{Loc::Settings});
+    if (large_page_ == 0) large_page_ = kDefaultLargePage;
+  }
+  choose_device(root);
+  const std::span<const Value> entries =
+      device_entries_ ? device_entries_->items() : std::span<const Value>();
+  trace.source_entries = entries.size();
+  emit_events(entries, trace);
+  add_block_allocations();
+  rebuild_segments(trace);
+  number_allocations(trace);
+  check_allocations_in_segments(trace);
+  return trace;
+}
+
+}  // namespace
+
+Trace parse_snapshot(std::string_view bytes, std::string_view origin,
+                     const TraceReadOptions& options) {
+  pickle::PickleDocument doc(bytes, origin);
+  Trace trace = SnapshotReader(origin, options).read(doc.root());
+  validate_trace(trace, origin);
+  return trace;
+}
+
+}  // namespace fraglab
