@@ -223,9 +223,9 @@ SimDeviceConfig parse_sim_device(std::string_view spec) {
     const size_t colon = item.find(':');
     std::string_view key = colon == std::string_view::npos ? std::string_view{"capacity"} : item.substr(0, colon);
     std::string_view value = colon == std::string_view::npos ? item : item.substr(colon + 1);
-    if (key == "capacity") config.capacity = parse_byte_size(value, "device capacity");
-    else if (key == "external") config.external = parse_byte_size(value, "device external bytes");
-    else bad(fmt::format("unknown key '{}' (accepted: capacity, external)", key));
+    if (key != "capacity" && key != "external") bad(fmt::format("unknown key '{}' (accepted: capacity, external)", key));
+    const Bytes bytes = parse_byte_size(value, fmt::format("--device '{}': {}", spec, key));
+    (key == "capacity" ? config.capacity : config.external) = bytes;
   }
   if (config.capacity == 0) bad("capacity must be positive");
   if (config.external > config.capacity) bad("external bytes exceed the capacity");

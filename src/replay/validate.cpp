@@ -227,6 +227,14 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
   std::uint64_t requests = 0;
   std::vector<Addr> range_bases;
   const Bytes range_size = 20 * MiB * ((capacity * 9 / 8 + 20 * MiB - 1) / (20 * MiB));
+  auto in_known_range = [&](Addr addr) {
+    return std::any_of(range_bases.begin(), range_bases.end(),
+                       [&](Addr b) { return addr >= b && addr < b + range_size; });
+  };
+  // Ranges of the rebuilt start state begin at their first mapped run (what adopt() reserves).
+  for (const InitialSegment& seg : run.trace.initial.segments) {
+    if (seg.expandable && !in_known_range(seg.addr)) range_bases.push_back(seg.addr);
+  }
   for (std::uint64_t i = 0; i < run.trace.events.size(); ++i) {
     const Event& e = run.trace.events[i];
     if (e.op == Op::Alloc) ++requests;
@@ -234,9 +242,7 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
     recorded.push_back({e.op, e.addr, e.size, requests, i});
     if (e.op == Op::SegmentAlloc) device.hint_next_malloc(e.addr);
     if (e.op == Op::SegmentMap) {
-      const bool known = std::any_of(range_bases.begin(), range_bases.end(),
-                                     [&](Addr b) { return e.addr >= b && e.addr < b + range_size; });
-      if (!known) {
+      if (!in_known_range(e.addr)) {
         range_bases.push_back(e.addr);
         device.hint_next_range(e.addr);
       }
