@@ -81,6 +81,8 @@ class Policy {
   virtual std::vector<SegmentView> segments() const { return {}; }
   // One line on the last out-of-memory, in the policy's own words (PyTorch's message text).
   virtual std::string last_oom_message() const { return {}; }
+  // Remarks on how the options were taken (accepted options that change nothing, assumptions).
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 // ---- registry ---------------------------------------------------------------------------------

@@ -75,6 +75,7 @@ struct ReplayResult {
   std::uint64_t events_replayed = 0;
   double seconds = 0;  // wall time of the replay loop (informational; not deterministic)
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats;
+  std::vector<std::string> notes;  // the policy's notes on its options
 };
 
 class Replayer {

@@ -28,6 +28,7 @@ class PytorchPolicy final : public Policy {
   }
   std::vector<SegmentView> segments() const override { return allocator_.segments(); }
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
+  std::vector<std::string> notes() const override { return allocator_.config().notes; }
 
  private:
   cca::CachingAllocator allocator_;

@@ -96,6 +96,7 @@ int cmd_replay(int argc, char** argv) {
                              summary.allocs, device_spec);
     std::cout << results_table(summary, results, report);
     for (const ReplayResult& r : results) {
+      for (const std::string& note : r.notes) std::cout << fmt::format("{}: note: {}\n", r.policy, note);
       if (!r.ooms.empty()) {
         std::cout << fmt::format("{}: {} out-of-memory; first at event {}: {}\n", r.policy, r.ooms.size(),
                                  r.ooms.front().event_index, r.ooms.front().message);

@@ -179,6 +179,7 @@ ReplayResult Replayer::run(std::string policy_spec) {
   m.num_device_alloc = device_.device_allocs() - device_allocs_at_start;
   m.num_device_free = device_.device_frees() - device_frees_at_start;
   result.detailed_stats = policy_.detailed_stats();
+  result.notes = policy_.notes();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
 }

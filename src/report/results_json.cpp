@@ -28,6 +28,7 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
     ooms.push_back({{"event", oom.event_index}, {"size", oom.size}, {"stream", oom.stream}, {"message", oom.message}});
   }
   j["ooms"] = std::move(ooms);
+  if (!run.notes.empty()) j["notes"] = run.notes;
   if (options.include_stats) {
     nlohmann::json stats = nlohmann::json::object();
     for (const auto& [key, value] : run.detailed_stats) stats[key] = value;
