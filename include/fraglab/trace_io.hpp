@@ -5,6 +5,8 @@
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "fraglab/trace.hpp"
 
@@ -28,6 +30,11 @@ void write_jsonl_file(const Trace& trace, const std::string& path);  // ".gz" su
 // PyTorch snapshot pickle bytes -> Trace for one device, initial state rebuilt (cca-spec §12).
 Trace parse_snapshot(std::string_view bytes, std::string_view origin,
                      const TraceReadOptions& options = {});
+
+// Every device of a snapshot that has trace entries or segments: (device index, its Trace).
+std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin);
+// The same for any trace file: a JSONL trace (or a snapshot of one device) gives one entry.
+std::vector<std::pair<int, Trace>> read_trace_devices(const std::string& path);
 
 // Whole file into memory; gzip input is decompressed. Throws InputError if unreadable.
 std::string read_file_bytes(const std::string& path);

@@ -1,5 +1,6 @@
 // fraglab validate SNAPSHOT [--device-index N] [--json FILE|-]: replay a recorded run under its own
 // allocator settings and compare with the record. Exit 0 exact, 1 divergent, 2 bad input.
+#include <algorithm>
 #include <iostream>
 
 #include "cli/common.hpp"
@@ -36,13 +37,60 @@ int cmd_validate(int argc, char** argv) {
   if (!available.empty()) vo.available = parse_byte_size(available, "--available");
   if (!version.empty()) vo.extra_options = "version:" + version;
 
-  TraceReadOptions read_options;
-  read_options.device_index = device_index;
-  const Trace trace = read_trace(trace_path, read_options);
-  const ValidationReport report = validate_replay(trace, vo);
-  if (!json_path.empty()) write_output(json_path, validation_json(report).dump(2) + "\n");
-  if (json_path != "-") std::cout << trace.name << ": " << validation_text(report);
-  return report.exact ? 0 : 1;
+  // Without --device-index every GPU of a multi-GPU snapshot is validated, each on its own.
+  std::vector<std::pair<int, Trace>> traces;
+  if (device_index >= 0) {
+    TraceReadOptions read_options;
+    read_options.device_index = device_index;
+    traces.emplace_back(device_index, read_trace(trace_path, read_options));
+  } else {
+    traces = read_trace_devices(trace_path);
+  }
+  std::vector<ValidationReport> reports;
+  for (const auto& [device, trace] : traces) reports.push_back(validate_replay(trace, vo));
+
+  nlohmann::json j;
+  if (reports.size() == 1) {
+    j = validation_json(reports.front());
+  } else {
+    // The stable keys hold the totals (peaks: the largest device's), with one report per device.
+    j = validation_json(reports.front());
+    for (const char* key : {"segment_events_recorded", "segment_events_simulated", "segment_events_matched",
+                            "allocs_recorded", "alloc_addresses_matched", "reserved_checks", "reserved_matched",
+                            "ooms_recorded", "ooms_simulated", "retries_simulated", "empty_cache_inferred"}) {
+      std::uint64_t total = 0;
+      for (const ValidationReport& r : reports) total += validation_json(r)[key].get<std::uint64_t>();
+      j[key] = total;
+    }
+    Bytes peak_recorded = 0, peak_simulated = 0;
+    bool exact = true;
+    j["first_divergence"] = nullptr;
+    j["devices"] = nlohmann::json::array();
+    for (size_t i = 0; i < reports.size(); ++i) {
+      peak_recorded = std::max(peak_recorded, reports[i].peak_reserved_recorded);
+      peak_simulated = std::max(peak_simulated, reports[i].peak_reserved_simulated);
+      nlohmann::json device = validation_json(reports[i]);
+      device["device"] = traces[i].first;
+      if (!reports[i].exact && exact) {
+        j["first_divergence"] = device["first_divergence"];
+        j["first_divergence"]["device"] = traces[i].first;
+      }
+      exact = exact && reports[i].exact;
+      j["devices"].push_back(std::move(device));
+    }
+    j["exact"] = exact;
+    j["peak_reserved_recorded"] = peak_recorded;
+    j["peak_reserved_simulated"] = peak_simulated;
+  }
+  if (!json_path.empty()) write_output(json_path, j.dump(2) + "\n");
+  if (json_path != "-") {
+    for (size_t i = 0; i < reports.size(); ++i) {
+      std::cout << traces[i].second.name;
+      if (traces.size() > 1) std::cout << " (device " << traces[i].first << ")";
+      std::cout << ": " << validation_text(reports[i]);
+    }
+  }
+  return j["exact"].get<bool>() ? 0 : 1;
 }
 
 }  // namespace fraglab::cli

@@ -290,6 +290,11 @@ class SnapshotReader {
 
   // ---- steps -------------------------------------------------------------------------------
   void choose_device(const Value& root);
+ public:
+  // Devices with trace entries or segments (checks the top-level layout on the way).
+  std::set<std::uint64_t> devices_with_data(const Value& root) const;
+
+ private:
   void collect_segments(const Value& segments);
   Entry decode_entry(const Value& e, std::size_t i);
   void emit_events(std::span<const Value> entries, Trace& trace);
@@ -329,7 +334,7 @@ std::string file_stem(std::string_view origin) {
 
 // Snapshots hold every device; a Trace is one. A device "has data" when it has trace entries or
 // segments; -1 picks the only such device (design.md, trace_io.hpp TraceReadOptions).
-void SnapshotReader::choose_device(const Value& root) {
+std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) const {
   const Loc top{Loc::Snapshot};
   const Value& traces = field(root, "device_traces", top);
   if (!traces.is_sequence()) fail_type(top, "device_traces", "a list", traces);
@@ -352,7 +357,14 @@ void SnapshotReader::choose_device(const Value& root) {
     if (!segs[i].is_dict()) fail(where, "expected a dict");
     with_data.insert(u64_field(segs[i], "device", where));
   }
+  return with_data;
+}
 
+void SnapshotReader::choose_device(const Value& root) {
+  const Loc top{Loc::Snapshot};
+  const std::set<std::uint64_t> with_data = devices_with_data(root);
+  auto device_lists = field(root, "device_traces", top).items();
+  const Value& segments = field(root, "segments", top);
   auto list_devices = [&] {
     std::string s;
     for (std::uint64_t d : with_data) s += (s.empty() ? "" : ", ") + std::to_string(d);
@@ -367,8 +379,8 @@ void SnapshotReader::choose_device(const Value& root) {
   } else {
     if (with_data.empty()) fail(top, "no device has trace entries or segments");
     if (with_data.size() > 1)
-      fail(top, fmt::format("it holds several devices ({}): choose one with the device index "
-                            "option",
+      fail(top, fmt::format("it holds several devices ({}): choose one with --device-index "
+                            "N",
                             list_devices()));
     device_ = static_cast<std::size_t>(*with_data.begin());
   }
@@ -918,6 +930,19 @@ Trace parse_snapshot(std::string_view bytes, std::string_view origin,
   Trace trace = SnapshotReader(origin, options).read(doc.root());
   validate_trace(trace, origin);
   return trace;
+}
+
+std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
+  pickle::PickleDocument doc(bytes, origin);
+  std::vector<std::pair<int, Trace>> traces;
+  for (std::uint64_t device : SnapshotReader(origin, {}).devices_with_data(doc.root())) {
+    TraceReadOptions options;
+    options.device_index = static_cast<int>(device);
+    Trace trace = SnapshotReader(origin, options).read(doc.root());
+    validate_trace(trace, origin);
+    traces.emplace_back(options.device_index, std::move(trace));
+  }
+  return traces;
 }
 
 }  // namespace fraglab

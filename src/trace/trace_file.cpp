@@ -176,6 +176,20 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   return trace;
 }
 
+std::vector<std::pair<int, Trace>> read_trace_devices(const std::string& path) {
+  std::string bytes = read_file_bytes(path);
+  std::vector<std::pair<int, Trace>> traces;
+  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
+    traces = parse_snapshot_devices(bytes, path);
+  } else {
+    traces.emplace_back(0, parse_jsonl(bytes, path));
+  }
+  for (auto& [device, trace] : traces) {
+    if (trace.name.empty()) trace.name = file_stem(path);
+  }
+  return traces;
+}
+
 void write_jsonl_file(const Trace& trace, const std::string& path) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) throw InputError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));

@@ -200,3 +200,37 @@ TEST(Cli, InspectReportsTheRecordedStartState) {
 }
 
 }  // namespace
+
+namespace {
+
+// tests/data/two-gpus.pickle: device 0 records segment_alloc(2 MiB) + alloc(512) + free; device 1
+// segment_alloc(20 MiB) + alloc(5 MiB) (written once by a Python script, plain data only).
+const std::string kTwoGpus = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/two-gpus.pickle";
+
+TEST(Cli, ValidateChecksEveryGpuOfAMultiGpuSnapshot) {
+  const CommandRun run = fraglab("validate " + kTwoGpus + " --json -");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["exact"], true);
+  ASSERT_EQ(j["devices"].size(), 2u);
+  EXPECT_EQ(j["devices"][0]["device"], 0);
+  EXPECT_EQ(j["devices"][1]["device"], 1);
+  EXPECT_EQ(j["segment_events_recorded"], 2);
+  EXPECT_EQ(j["allocs_recorded"], 2);
+  EXPECT_EQ(j["peak_reserved_recorded"].get<std::uint64_t>(), 20u << 20);  // the larger device's
+
+  const CommandRun one = fraglab("validate " + kTwoGpus + " --device-index 1 --json -");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["peak_reserved_recorded"].get<std::uint64_t>(), 20u << 20);
+}
+
+TEST(Cli, ReplayOfAMultiGpuSnapshotNeedsADeviceIndex) {
+  const CommandRun run = fraglab("replay " + kTwoGpus);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.err.find("several devices (0, 1)"), std::string::npos) << run.err;
+  const CommandRun picked = fraglab("replay " + kTwoGpus + " --device-index 1 -p nocache --json -");
+  ASSERT_EQ(picked.status, 0) << picked.err;
+  EXPECT_EQ(nlohmann::json::parse(picked.out)["runs"][0]["peak_requested_bytes"].get<std::uint64_t>(), 5u << 20);
+}
+
+}  // namespace
