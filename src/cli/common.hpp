@@ -24,6 +24,7 @@ int cmd_inspect(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_policies(int argc, char** argv);
 int cmd_validate(int argc, char** argv);
+int cmd_gen(int argc, char** argv);
 
 // Parses argv against `options` (+ positional), handling --help. Returns false if help was
 // printed (the caller returns 0).

@@ -21,6 +21,7 @@ constexpr Subcommand kSubcommands[] = {
     {"inspect", fraglab::cli::cmd_inspect, "describe a trace: events, sizes, streams, initial state"},
     {"convert", fraglab::cli::cmd_convert, "write a trace (e.g. a PyTorch snapshot) as fraglab JSONL"},
     {"validate", fraglab::cli::cmd_validate, "check the pytorch policy against a recorded PyTorch snapshot"},
+    {"gen", fraglab::cli::cmd_gen, "generate a synthetic FSDP / DeepSpeed ZeRO training-step trace"},
     {"policies", fraglab::cli::cmd_policies, "list the allocator policies and their options"},
 };
 

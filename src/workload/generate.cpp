@@ -1,0 +1,89 @@
+// generate_trace: the step timeline of wm §6 — an "init" phase (wrapping, engine setup, model
+// buffers), then per step: zero_grad, the micro-batches' forward and backward, ZeRO-1's boundary
+// reduction, the optimizer step and the loss.item() that synchronises the CPU with the GPU.
+#include <fmt/format.h>
+
+#include "fraglab/workload.hpp"
+#include "workload/framework.hpp"
+#include "workload/model_driver.hpp"
+#include "workload/param_layout.hpp"
+#include "workload/sequence_lengths.hpp"
+
+namespace fraglab {
+
+WorkloadOptions resolved_options(const WorkloadOptions& options) {
+  WorkloadOptions o = options;
+  const ModelConfig& m = o.model;
+  if (m.encoder_decoder()) {
+    // The PyTorch FSDP T5 example: padding='max_length', 512 / 150 (wm §6.1).
+    if (o.src_len == 0) o.src_len = 512;
+    if (o.tgt_len == 0) o.tgt_len = 150;
+  } else if (o.seq_len == 0) {
+    o.seq_len = static_cast<std::uint32_t>(m.max_positions != 0 ? m.max_positions : 1024);
+  }
+  const bool zero = o.framework == Framework::Zero1 || o.framework == Framework::Zero2 || o.framework == Framework::Zero3;
+  if (!o.optimizer) o.optimizer = zero ? OptimizerKind::DsFusedAdam : OptimizerKind::AdamwForeach;
+  if (!o.reduce_dtype) o.reduce_dtype = o.precision;
+  DeepSpeedOptions& ds = o.deepspeed;
+  const std::uint64_t h = m.hidden;
+  if (!ds.reduce_bucket_size) ds.reduce_bucket_size = ds.hf_auto ? h * h : 500'000'000;
+  if (!ds.prefetch_bucket_size) ds.prefetch_bucket_size = ds.hf_auto ? (9 * h * h) / 10 : 50'000'000;
+  if (!ds.param_persistence_threshold) ds.param_persistence_threshold = ds.hf_auto ? 10 * h : 100'000;
+  if (!ds.overlap_comm) ds.overlap_comm = o.framework == Framework::Zero3;
+  return o;
+}
+
+Trace generate_trace(const WorkloadOptions& options) {
+  check_options(options);
+  const WorkloadOptions o = resolved_options(options);
+  const workload::ModelLayout layout = workload::build_layout(o.model);
+
+  Trace trace;
+  trace.name = !o.name.empty() ? o.name
+                               : fmt::format("{}-{}-n{}-b{}-s{}", o.model.name, name_of(o.framework), o.world_size,
+                                             o.micro_batch, o.steps);
+  trace.source = describe_options(o);
+  workload::GpuTiming gpu(o.timing, o.precision, o.world_size, o.seed, o.rank);
+  workload::TraceBuilder tb(trace, gpu);
+  std::unique_ptr<workload::FrameworkModel> fw = workload::make_framework({o, layout, tb});
+  workload::DriverContext dctx{o, layout, *fw, tb};
+  std::unique_ptr<workload::ModelDriver> driver =
+      o.model.encoder_decoder() ? workload::make_t5_driver(dctx) : workload::make_decoder_only_driver(dctx);
+  const workload::SequenceLengths lengths(o);
+
+  tb.mark_phase("init");
+  fw->init();
+  if (o.model.family == ModelFamily::Gpt2) {
+    // Each GPT2 block registers a [1, 1, ctx, ctx] bool causal-mask buffer, never sharded (wm §1.1).
+    for (std::uint32_t k = 0; k < o.model.layers; ++k)
+      tb.alloc(o.model.max_positions * o.model.max_positions, workload::Stream::Default, workload::Tag::Param);
+  }
+  gpu.sync_device();
+
+  for (std::uint32_t step = 1; step <= o.steps; ++step) {
+    tb.mark_step(step);
+    fw->begin_step(step);
+    tb.mark_phase("zero_grad");
+    fw->zero_grad();
+    for (std::uint32_t micro = 0; micro < o.grad_accum; ++micro) {
+      tb.mark_phase("forward");
+      driver->forward(lengths.shape(step, micro));
+      tb.mark_phase("backward");
+      driver->backward();
+      fw->end_backward(micro + 1 == o.grad_accum);
+    }
+    if (fw->has_grad_sync()) {
+      tb.mark_phase("grad_sync");
+      fw->grad_sync();
+    }
+    tb.mark_phase("optimizer");
+    fw->optimizer_step();
+    gpu.sync_stream(workload::Stream::Default);  // loss.item()
+    driver->end_step();
+  }
+  driver->finish();
+  tb.finish();
+  return trace;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,147 @@
+// Option spellings (the command line's and the trace description's) and the checks that reject
+// combinations the workload model does not cover. One table per enum so parse and print agree.
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+#include "fraglab/workload.hpp"
+
+namespace fraglab {
+
+namespace {
+
+template <typename E, std::size_t N>
+using Spellings = std::array<std::pair<E, std::string_view>, N>;
+
+template <typename E, std::size_t N>
+E parse_enum(const Spellings<E, N>& table, std::string_view value, std::string_view flag) {
+  for (const auto& [e, name] : table)
+    if (name == value) return e;
+  std::string accepted;
+  for (const auto& [e, name] : table) accepted += (accepted.empty() ? "" : ", ") + std::string(name);
+  throw InputError(fmt::format("{} '{}': expected one of {}", flag, value, accepted));
+}
+
+template <typename E, std::size_t N>
+std::string_view name_in(const Spellings<E, N>& table, E v) {
+  for (const auto& [e, name] : table)
+    if (e == v) return name;
+  return "?";
+}
+
+constexpr Spellings<Framework, 5> kFrameworks{{{Framework::Fsdp1, "fsdp1"},
+                                               {Framework::Fsdp2, "fsdp2"},
+                                               {Framework::Zero1, "zero1"},
+                                               {Framework::Zero2, "zero2"},
+                                               {Framework::Zero3, "zero3"}}};
+constexpr Spellings<ShardingStrategy, 3> kShardings{{{ShardingStrategy::FullShard, "full_shard"},
+                                                     {ShardingStrategy::ShardGradOp, "shard_grad_op"},
+                                                     {ShardingStrategy::NoShard, "no_shard"}}};
+constexpr Spellings<BackwardPrefetch, 3> kPrefetches{
+    {{BackwardPrefetch::Pre, "backward_pre"}, {BackwardPrefetch::Post, "backward_post"}, {BackwardPrefetch::None, "none"}}};
+constexpr Spellings<Precision, 2> kPrecisions{{{Precision::Bf16, "bf16"}, {Precision::Fp32, "fp32"}}};
+constexpr Spellings<Recompute, 3> kRecomputes{
+    {{Recompute::None, "none"}, {Recompute::NonReentrant, "non_reentrant"}, {Recompute::Reentrant, "reentrant"}}};
+constexpr Spellings<AttentionImpl, 2> kAttentions{{{AttentionImpl::Eager, "eager"}, {AttentionImpl::Sdpa, "sdpa"}}};
+constexpr Spellings<GeluImpl, 2> kGelus{{{GeluImpl::Python, "python"}, {GeluImpl::Fused, "fused"}}};
+constexpr Spellings<LossImpl, 2> kLosses{{{LossImpl::Fp32Upcast, "fp32_upcast"}, {LossImpl::Bf16, "bf16"}}};
+constexpr Spellings<OptimizerKind, 4> kOptimizers{{{OptimizerKind::AdamwForeach, "adamw_foreach"},
+                                                   {OptimizerKind::AdamwFused, "adamw_fused"},
+                                                   {OptimizerKind::AdamL2Foreach, "adam_l2_foreach"},
+                                                   {OptimizerKind::DsFusedAdam, "ds_fusedadam"}}};
+constexpr Spellings<GradFlatten, 2> kFlattens{{{GradFlatten::Cat, "cat"}, {GradFlatten::Prealloc, "prealloc"}}};
+constexpr Spellings<Padding, 3> kPaddings{
+    {{Padding::MaxLength, "max_length"}, {Padding::Longest, "longest"}, {Padding::MultipleOf, "multiple_of"}}};
+constexpr Spellings<ModelFamily, 3> kFamilies{
+    {{ModelFamily::Gpt2, "gpt2"}, {ModelFamily::T5, "t5"}, {ModelFamily::Llama, "llama"}}};
+constexpr Spellings<bool, 4> kBools{{{true, "true"}, {false, "false"}, {true, "True"}, {false, "False"}}};
+
+}  // namespace
+
+Framework parse_framework(std::string_view v, std::string_view flag) { return parse_enum(kFrameworks, v, flag); }
+ShardingStrategy parse_sharding(std::string_view v, std::string_view flag) { return parse_enum(kShardings, v, flag); }
+BackwardPrefetch parse_backward_prefetch(std::string_view v, std::string_view flag) {
+  return parse_enum(kPrefetches, v, flag);
+}
+Precision parse_precision(std::string_view v, std::string_view flag) { return parse_enum(kPrecisions, v, flag); }
+Recompute parse_recompute(std::string_view v, std::string_view flag) { return parse_enum(kRecomputes, v, flag); }
+AttentionImpl parse_attention(std::string_view v, std::string_view flag) { return parse_enum(kAttentions, v, flag); }
+GeluImpl parse_gelu(std::string_view v, std::string_view flag) { return parse_enum(kGelus, v, flag); }
+LossImpl parse_loss(std::string_view v, std::string_view flag) { return parse_enum(kLosses, v, flag); }
+OptimizerKind parse_optimizer(std::string_view v, std::string_view flag) { return parse_enum(kOptimizers, v, flag); }
+GradFlatten parse_grad_flatten(std::string_view v, std::string_view flag) { return parse_enum(kFlattens, v, flag); }
+Padding parse_padding(std::string_view v, std::string_view flag) { return parse_enum(kPaddings, v, flag); }
+bool parse_bool(std::string_view v, std::string_view flag) { return parse_enum(kBools, v, flag); }
+
+std::string_view name_of(Framework v) { return name_in(kFrameworks, v); }
+std::string_view name_of(ShardingStrategy v) { return name_in(kShardings, v); }
+std::string_view name_of(BackwardPrefetch v) { return name_in(kPrefetches, v); }
+std::string_view name_of(Precision v) { return name_in(kPrecisions, v); }
+std::string_view name_of(Recompute v) { return name_in(kRecomputes, v); }
+std::string_view name_of(AttentionImpl v) { return name_in(kAttentions, v); }
+std::string_view name_of(GeluImpl v) { return name_in(kGelus, v); }
+std::string_view name_of(LossImpl v) { return name_in(kLosses, v); }
+std::string_view name_of(OptimizerKind v) { return name_in(kOptimizers, v); }
+std::string_view name_of(GradFlatten v) { return name_in(kFlattens, v); }
+std::string_view name_of(Padding v) { return name_in(kPaddings, v); }
+std::string_view name_of(ModelFamily v) { return name_in(kFamilies, v); }
+
+void check_options(const WorkloadOptions& o) {
+  auto fail = [](std::string message) { throw InputError(std::move(message)); };
+  if (o.world_size < 1 || o.world_size > 65536) fail(fmt::format("--world-size {}: expected 1..65536", o.world_size));
+  if (o.rank >= o.world_size) fail(fmt::format("--rank {}: expected 0..{} (below --world-size)", o.rank, o.world_size - 1));
+  if (o.micro_batch < 1 || o.micro_batch > 65536) fail(fmt::format("--micro-batch {}: expected 1..65536", o.micro_batch));
+  if (o.steps < 1 || o.steps > 100000) fail(fmt::format("--steps {}: expected 1..100000", o.steps));
+  if (o.grad_accum < 1 || o.grad_accum > 1024) fail(fmt::format("--grad-accum {}: expected 1..1024", o.grad_accum));
+  if (o.pad_multiple < 1 || o.pad_multiple > 4096) fail(fmt::format("--pad-multiple {}: expected 1..4096", o.pad_multiple));
+  const bool t5 = o.model.encoder_decoder();
+  if (t5 && o.seq_len != 0) fail("--seq-len: t5 is encoder-decoder; use --src-len and --tgt-len");
+  if (!t5 && (o.src_len != 0 || o.tgt_len != 0))
+    fail(fmt::format("--src-len/--tgt-len: only for encoder-decoder models ({} is decoder-only; use --seq-len)",
+                     o.model.name));
+  const std::uint64_t limit = o.model.max_positions;
+  for (auto [flag, len] : {std::pair<const char*, std::uint32_t>{"--seq-len", o.seq_len},
+                           {"--src-len", o.src_len},
+                           {"--tgt-len", o.tgt_len}}) {
+    if (len > 1'000'000) fail(fmt::format("{} {}: expected 1..1000000", flag, len));
+    if (limit != 0 && len > limit)
+      fail(fmt::format("{} {}: {} accepts at most {} positions", flag, len, o.model.name, limit));
+  }
+  if (!(o.len_median > 0) || !(o.tgt_len_median > 0)) fail("--len-median/--tgt-len-median: expected > 0");
+  if (!(o.len_sigma >= 0) || o.len_sigma > 5) fail(fmt::format("--len-sigma {}: expected 0..5", o.len_sigma));
+  if (o.attention == AttentionImpl::Sdpa && o.model.family == ModelFamily::T5)
+    fail("--attention sdpa: HF T5 has no SDPA path (wm §2.4); use eager");
+  if (o.attention == AttentionImpl::Eager && o.model.family == ModelFamily::Llama)
+    fail("--attention eager: only sdpa is modelled for llama (wm §2.5)");
+  const bool fsdp = o.framework == Framework::Fsdp1 || o.framework == Framework::Fsdp2;
+  if (o.optimizer == OptimizerKind::DsFusedAdam && fsdp)
+    fail("--optimizer ds_fusedadam: DeepSpeed's FusedAdam needs --framework zero1, zero2 or zero3");
+  if (o.sharding != ShardingStrategy::FullShard && o.framework != Framework::Fsdp1)
+    fail("--sharding: only for --framework fsdp1");
+  if (o.grad_flatten == GradFlatten::Prealloc && o.framework != Framework::Fsdp1)
+    fail("--grad-flatten prealloc: only for --framework fsdp1 (wm §3.5)");
+  if (o.deepspeed.reduce_bucket_size == 0u) fail("--ds-reduce-bucket-size: expected > 0");
+  if (o.deepspeed.sub_group_size == 0) fail("--ds-sub-group-size: expected > 0");
+  const TimingOptions& t = o.timing;
+  if (!(t.matmul_tflops >= 0) || !(t.hbm_gbps > 0) || !(t.bus_gbps > 0) || !(t.cpu_op_us >= 0))
+    fail("--gpu-tflops/--hbm-gbps/--bus-gbps/--cpu-op-us: expected positive numbers");
+  if (!(t.hook_us >= 0)) fail("--hook-us: expected a number >= 0");
+  if (!(t.jitter >= 0) || t.jitter >= 1) fail(fmt::format("--jitter {}: expected 0 <= j < 1", t.jitter));
+}
+
+std::string describe_options(const WorkloadOptions& o) {
+  std::string s = fmt::format("fraglab gen: {} {} N={} rank={} b={} steps={} seed={} {} recompute={} attention={}",
+                              o.model.name, name_of(o.framework), o.world_size, o.rank, o.micro_batch, o.steps,
+                              o.seed, name_of(o.precision), name_of(o.recompute), name_of(o.attention));
+  if (o.model.encoder_decoder())
+    s += fmt::format(" src_len={} tgt_len={}", o.src_len, o.tgt_len);
+  else
+    s += fmt::format(" seq_len={}", o.seq_len);
+  s += fmt::format(" padding={}", name_of(o.padding));
+  if (o.framework == Framework::Fsdp1) s += fmt::format(" sharding={}", name_of(o.sharding));
+  if (o.grad_accum > 1) s += fmt::format(" grad_accum={}", o.grad_accum);
+  return s;
+}
+
+}  // namespace fraglab

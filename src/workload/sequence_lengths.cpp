@@ -1,0 +1,53 @@
+// Dynamic padding (wm §6.1): example lengths are log-normal (median and sigma from the options),
+// truncated at the maximum length like a tokenizer with truncation=True; the batch is padded to
+// its longest example, optionally rounded up to pad_multiple (DataCollatorForSeq2Seq's
+// pad_to_multiple_of).
+#include "workload/sequence_lengths.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "workload/rng.hpp"
+
+namespace fraglab::workload {
+
+namespace {
+
+std::uint64_t sample_length(Rng& rng, double median, double sigma, std::uint64_t cap) {
+  const double x = median * std::exp(sigma * rng.normal());
+  const double clamped = std::clamp(std::ceil(x), 1.0, static_cast<double>(cap));
+  return static_cast<std::uint64_t>(clamped);
+}
+
+}  // namespace
+
+std::uint64_t SequenceLengths::padded(std::uint64_t longest) const {
+  if (o_.padding != Padding::MultipleOf) return longest;
+  // HF pads to the multiple even past the truncation length (150 → 152 with a multiple of 8).
+  const std::uint64_t m = o_.pad_multiple;
+  return (longest + m - 1) / m * m;
+}
+
+StepShape SequenceLengths::shape(std::uint32_t step, std::uint32_t micro) const {
+  StepShape s;
+  s.batch = o_.micro_batch;
+  const bool t5 = o_.model.encoder_decoder();
+  const std::uint64_t cap = t5 ? o_.src_len : o_.seq_len;
+  const std::uint64_t tgt_cap = t5 ? o_.tgt_len : 0;
+  if (o_.padding == Padding::MaxLength) {
+    s.len = cap;
+    s.tgt_len = tgt_cap;
+    return s;
+  }
+  Rng rng = Rng::derive(o_.seed, o_.rank, (static_cast<std::uint64_t>(step) << 20) | micro);
+  std::uint64_t longest = 1, longest_tgt = 1;
+  for (std::uint64_t i = 0; i < s.batch; ++i) {
+    longest = std::max(longest, sample_length(rng, o_.len_median, o_.len_sigma, cap));
+    if (t5) longest_tgt = std::max(longest_tgt, sample_length(rng, o_.tgt_len_median, o_.len_sigma, tgt_cap));
+  }
+  s.len = padded(longest);
+  s.tgt_len = t5 ? padded(longest_tgt) : 0;
+  return s;
+}
+
+}  // namespace fraglab::workload
