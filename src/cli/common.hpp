@@ -25,6 +25,10 @@ int cmd_convert(int argc, char** argv);
 int cmd_policies(int argc, char** argv);
 int cmd_validate(int argc, char** argv);
 int cmd_gen(int argc, char** argv);
+int cmd_sweep(int argc, char** argv);
+int cmd_merge(int argc, char** argv);
+int cmd_check(int argc, char** argv);
+int cmd_diff(int argc, char** argv);
 
 // Parses argv against `options` (+ positional), handling --help. Returns false if help was
 // printed (the caller returns 0).

@@ -23,6 +23,10 @@ constexpr Subcommand kSubcommands[] = {
     {"validate", fraglab::cli::cmd_validate, "check the pytorch policy against a recorded PyTorch snapshot"},
     {"gen", fraglab::cli::cmd_gen, "generate a synthetic FSDP / DeepSpeed ZeRO training-step trace"},
     {"policies", fraglab::cli::cmd_policies, "list the allocator policies and their options"},
+    {"sweep", fraglab::cli::cmd_sweep, "replay traces under a grid of policy options and rank the settings"},
+    {"merge", fraglab::cli::cmd_merge, "join the results files of sweep shards"},
+    {"check", fraglab::cli::cmd_check, "CI gate: compare a replay with a baseline results JSON (exit 1 on regression)"},
+    {"diff", fraglab::cli::cmd_diff, "show where two traces (before / after a change) differ in memory"},
 };
 
 void print_usage(std::ostream& out) {

@@ -1,0 +1,81 @@
+// The CI gate (`fraglab check`): compares replay results with a stored baseline, both in the
+// results-JSON format of `fraglab replay --json` (design.md, "Results JSON"), metric by metric
+// against thresholds, and says what regressed and by how much.
+//
+// Invariants:
+//  - runs are matched by their policy spec; a run missing on either side is a failure (a gate
+//    that silently checks less than it did is no gate);
+//  - without thresholds for a metric the defaults apply: any rise of peak_reserved_bytes,
+//    num_alloc_retries or num_ooms fails (the replay is deterministic, so there is no noise to
+//    allow for); a threshold given for a metric replaces its default.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fraglab {
+
+struct CheckedMetric {
+  std::string key;              // the results-JSON run key
+  bool bytes = false;           // shown and parsed as a byte size
+  bool higher_is_better = false;
+};
+// Every run metric check knows, in table order.
+const std::vector<CheckedMetric>& checked_metrics();
+// "peak_reserved" -> "peak_reserved_bytes"; throws InputError listing the known names.
+std::string canonical_metric(std::string_view name);
+
+struct Limit {
+  enum class Kind { RegressBy, RegressByPercent, AtMost };
+  Kind kind = Kind::RegressBy;
+  double value = 0;
+  std::string text;  // for the table: "+2%", "+1.00 GiB", "<= 0"
+};
+
+class Thresholds {
+ public:
+  Thresholds();  // the defaults (see the top of this file)
+  // "METRIC=2%" (relative to the baseline), "METRIC=1GiB" / "METRIC=0.01" (absolute): the most the
+  // metric may get worse. Throws InputError naming the argument.
+  void add_max_regress(std::string_view text);
+  // "METRIC=VALUE": a ceiling on the current value, whatever the baseline.
+  void add_max(std::string_view text);
+  // The metric is reported but not gated.
+  void ignore(std::string_view metric);
+  const std::vector<Limit>* limits(const std::string& metric) const;
+
+ private:
+  void add(const std::string& metric, Limit limit);
+  std::map<std::string, std::vector<Limit>> limits_;
+  std::set<std::string> user_set_;  // metrics whose defaults the user replaced
+};
+
+struct MetricCheck {
+  std::string policy;
+  std::string metric;
+  double baseline = 0;
+  double current = 0;
+  std::string limits;  // joined Limit::text, "-" when not gated
+  bool gated = false;
+  bool regressed = false;
+  std::string violated;  // the first limit broken
+};
+
+struct CheckOutcome {
+  std::vector<MetricCheck> checks;
+  std::vector<std::string> problems;  // runs missing on one side, malformed results
+  std::vector<std::string> notes;     // e.g. the trace or device differs from the baseline's
+  std::size_t regressions() const;
+  bool passed() const { return problems.empty() && regressions() == 0; }
+};
+
+// Throws InputError when either document lacks the "runs" list (the caller names the file).
+CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds);
+// The readable table: per run, every gated metric and every changed one, then a verdict line.
+std::string check_table(const CheckOutcome& outcome);
+
+}  // namespace fraglab

@@ -1,0 +1,199 @@
+// Knob sweeps (`fraglab sweep`, `fraglab merge`): a grid of policy options replayed over one or
+// more traces, results streamed to a CSV / JSONL file row by row, and the summary users act on
+// (the table by peak reserved, the Pareto front, the best setting as PYTORCH_CUDA_ALLOC_CONF).
+//
+// Invariants:
+//  - a run is identified by (trace name, device spec, policy spec); the spec is built from the
+//    grid deterministically, so the same grid gives the same keys in every process (resume,
+//    shards and merge rely on it);
+//  - results files have one canonical order (sort_rows): whatever the thread count, shard split
+//    or completion order, a finished sweep and a merge of its shards give the same bytes;
+//  - a results file only ever grows by whole lines; a line without its '\n' is what a killed
+//    writer left behind and is never read as a result.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fraglab/device.hpp"
+#include "fraglab/replay.hpp"
+#include "fraglab/trace.hpp"
+
+namespace fraglab {
+
+// ---- the grid ---------------------------------------------------------------------------------
+
+// One `--grid KEY=V1,V2,...` axis. A value of nullopt ("none" on the command line) means the
+// option is left out of the spec, i.e. the policy's default.
+struct GridAxis {
+  std::string key;
+  std::vector<std::optional<std::string>> values;
+};
+
+// "KEY=V1,V2,..." -> an axis. Commas inside [...] belong to the value
+// ("roundup_power2_divisions=[256:1,>:8],4"). Throws InputError naming the argument.
+GridAxis parse_grid_axis(std::string_view text);
+
+struct SweepGrid {
+  std::string base_spec = "pytorch";  // NAME[:fixed options]
+  std::vector<GridAxis> axes;
+};
+
+// Checks every key against the policy's registered options (not twice, not also fixed) and
+// every value by building the policy with it, so a bad grid fails before any trace is read.
+// Throws InputError naming the key and what was expected.
+void validate_grid(const SweepGrid& grid);
+
+// One point of the grid: the value chosen on each axis and the spec string it makes.
+struct Setting {
+  std::vector<std::optional<std::string>> values;  // one per axis
+  std::string spec;  // base_spec + ",key:value" for each non-none value, axes in grid order
+};
+// Every point, the first axis varying slowest.
+std::vector<Setting> expand_grid(const SweepGrid& grid);
+
+// `--shard I/N`: run k (in trace-major grid order) belongs to shard k mod N. Round robin keeps
+// the shards balanced when neighbouring settings cost about the same.
+struct Shard {
+  std::size_t index = 0;
+  std::size_t count = 1;
+  bool contains(std::size_t run) const { return run % count == index; }
+};
+Shard parse_shard(std::string_view text);  // "I/N", 0 <= I < N; throws InputError
+
+// ---- results ----------------------------------------------------------------------------------
+
+// One finished run: a row of the results file.
+struct SweepRow {
+  std::string trace;   // Trace::name
+  std::string device;  // device spec, e.g. "sim" or "sim:40GiB"
+  std::string spec;    // policy spec
+  std::vector<std::optional<std::string>> knobs;  // the swept values, one per knob column
+  // The results-JSON metrics (design.md): peaks, fragmentation_at_peak, peak_utilization,
+  // retries, ooms, device calls. The other fields stay 0.
+  Metrics metrics;
+
+  std::uint64_t device_calls() const { return metrics.num_device_alloc + metrics.num_device_free; }
+  // Same run, same figures (the metrics a row carries, compared exactly).
+  bool operator==(const SweepRow& other) const;
+};
+
+SweepRow make_row(const std::string& trace, const std::string& device, const Setting& setting,
+                  const ReplayResult& result);
+// What resume and merge match rows on.
+std::string row_key(const SweepRow& row);
+std::string row_key(std::string_view trace, std::string_view device, std::string_view spec);
+
+// The canonical order of a results file: trace, then the knob values column by column ("none"
+// first, numbers by value, other text naturally), then device and spec.
+bool canonical_less(const SweepRow& a, const SweepRow& b);
+void sort_rows(std::vector<SweepRow>& rows);
+// Numbers by value ("64" < "128", "0.5" < "0.75"), other text with digit runs compared by value.
+int natural_compare(std::string_view a, std::string_view b);
+
+enum class ResultsFormat { Csv, Jsonl };
+// By extension: ".csv" or ".jsonl". Throws InputError naming the path otherwise.
+ResultsFormat results_format(const std::string& path);
+
+struct ResultsTable {
+  std::vector<std::string> knob_keys;  // the grid keys, in column order
+  std::vector<SweepRow> rows;
+};
+
+// The CSV header line (no '\n'): trace,device,spec,<knob keys>,<metric keys>.
+std::string csv_header(const std::vector<std::string>& knob_keys);
+// One row as a line, '\n' included.
+std::string format_row(const SweepRow& row, const std::vector<std::string>& knob_keys, ResultsFormat format);
+
+// The whole file's text: header (CSV) and rows in canonical order.
+std::string results_text(const ResultsTable& table, ResultsFormat format);
+
+// Reads a results file. Only lines ending in '\n' count; `partial_tail`, when given, receives the
+// byte count of an unterminated last line (a killed writer's). Throws InputError naming file:line.
+// A missing or empty file gives an empty table.
+ResultsTable read_results(const std::string& path, std::size_t* partial_tail = nullptr);
+// The whole file at once, rows in canonical order, through a temporary file and a rename so a
+// crash leaves either the old file or the new one.
+void write_results(const std::string& path, const ResultsTable& table);
+
+// Appends rows to a results file as runs finish, flushing each one to the OS, so a sweep that is
+// killed keeps every finished result. Not thread-safe: the caller serialises append().
+class ResultsStream {
+ public:
+  // resume = false: the file is (re)created with just its header. resume = true: its complete rows
+  // are kept (existing()), an unterminated last line is cut off, and new rows are appended; the
+  // knob columns must match the file's. Throws InputError naming the file.
+  ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume);
+  ~ResultsStream();
+  ResultsStream(const ResultsStream&) = delete;
+  ResultsStream& operator=(const ResultsStream&) = delete;
+
+  const std::vector<SweepRow>& existing() const { return existing_; }
+  void append(const SweepRow& row);
+  // Rewrites the file with `rows` in canonical order (after every run has finished).
+  void finish(std::vector<SweepRow> rows);
+
+ private:
+  std::string path_;
+  std::vector<std::string> knob_keys_;
+  ResultsFormat format_;
+  std::vector<SweepRow> existing_;
+  std::FILE* file_ = nullptr;
+};
+
+// ---- running ----------------------------------------------------------------------------------
+
+struct SweepJob {
+  const Trace* trace = nullptr;  // shared, read-only, by every thread
+  std::string spec;
+};
+
+struct SweepRunOptions {
+  unsigned threads = 1;
+  ReplayOptions replay;
+  // A fresh device for each run (every run owns its device and its policy).
+  std::function<std::unique_ptr<Device>()> make_device;
+};
+
+// Replays every job on `threads` worker threads. `on_done(job index, result)` is called as each
+// run finishes (completion order), one call at a time. The first exception thrown by a run or by
+// on_done stops the hand-out of new jobs and is rethrown once the workers have stopped.
+void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options,
+               const std::function<void(std::size_t, const ReplayResult&)>& on_done);
+
+// ---- the summary ------------------------------------------------------------------------------
+
+// Rows ordered as the table shows them: runs without OOMs first, then by peak reserved, retries,
+// device calls, and canonical order (so the simplest setting wins a tie).
+std::vector<SweepRow> rank_rows(std::vector<SweepRow> rows);
+// Runs without OOMs that no other such run beats on all of peak reserved, retries and device
+// calls (and is strictly better on one). Ranked as rank_rows; settings with identical figures
+// all belong to the front.
+std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows);
+
+// "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128" for a pytorch spec:
+// fraglab's own `version` option is dropped, and the value is single-quoted when a shell would
+// otherwise read it ([, >, spaces). nullopt for other policies.
+std::optional<std::string> alloc_conf_line(std::string_view spec);
+
+struct SweepReportOptions {
+  std::size_t top = 25;  // table rows per trace; 0 = all
+};
+// The end-of-sweep text: per trace the ranked table, the Pareto front and the best setting;
+// with several traces also the setting best across all of them.
+std::string sweep_report(const ResultsTable& table, const SweepReportOptions& options = {});
+
+// ---- progress ---------------------------------------------------------------------------------
+
+// "[#####.....] 45/200 22% 12.3 runs/s ETA 0:13" (terminal) or a plain line (logs).
+std::string format_progress(std::size_t done, std::size_t total, double elapsed_seconds, bool terminal);
+std::string format_duration(double seconds);  // "0:13", "1:02:03"
+
+}  // namespace fraglab

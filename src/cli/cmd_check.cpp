@@ -1,0 +1,127 @@
+// fraglab check TRACE --baseline FILE [-p SPEC]... [--max-regress M=V]... [--max M=V]...
+//               [--results FILE] [--update-baseline]
+// The CI gate: replays TRACE (or takes a results JSON), compares with the baseline results JSON,
+// exits 1 with a table of what regressed, 0 when everything is within its limits, 2 on bad input.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/common.hpp"
+#include "fraglab/check.hpp"
+#include "fraglab/policy.hpp"
+#include "fraglab/replay.hpp"
+
+namespace fraglab::cli {
+namespace {
+
+nlohmann::json read_json(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw InputError(fmt::format("{}: cannot read the {}{}", path, what,
+                                 std::string(what) == "baseline" ? " (record one with --update-baseline)" : ""));
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: the {} is not valid JSON ({})", path, what, e.what()));
+  }
+  if (!j.is_object() || !j.contains("runs") || !j["runs"].is_array()) {
+    throw InputError(fmt::format("{}: the {} has no \"runs\" list (expected the results JSON of fraglab replay --json)",
+                                 path, what));
+  }
+  return j;
+}
+
+// The device the baseline was measured on, as a spec string ("sim:85899345920,external:0").
+std::string baseline_device(const nlohmann::json& baseline) {
+  const auto& d = baseline.value("device", nlohmann::json::object());
+  if (d.value("kind", "") != "sim" || !d.contains("capacity_bytes")) return "sim";
+  return fmt::format("sim:{},external:{}", d["capacity_bytes"].get<Bytes>(), d.value("external_bytes", Bytes{0}));
+}
+
+}  // namespace
+
+int cmd_check(int argc, char** argv) {
+  po::options_description options("options");
+  std::string trace_path, baseline_path, results_path, device_spec;
+  std::vector<std::string> specs, max_regress, max, ignored;
+  int device_index = -1;
+  options.add_options()
+      ("trace", po::value(&trace_path), "trace to replay (not needed with --results)")
+      ("baseline,b", po::value(&baseline_path)->required(), "baseline results JSON (as written by fraglab replay --json)")
+      ("policy,p", po::value(&specs)->composing(), "policy spec to replay, repeatable (default: the baseline's runs)")
+      ("results", po::value(&results_path), "compare this results JSON instead of replaying a trace")
+      ("max-regress", po::value(&max_regress)->composing(),
+       "METRIC=N% or METRIC=AMOUNT: the most METRIC may get worse than the baseline, e.g. peak_reserved=2%, "
+       "peak_reserved=256MiB, fragmentation_at_peak=0.01 (repeatable)")
+      ("max", po::value(&max)->composing(), "METRIC=VALUE: a ceiling on the value itself, e.g. num_alloc_retries=0")
+      ("ignore", po::value(&ignored)->composing(), "METRIC: report but do not gate (drops its default limit)")
+      ("device", po::value(&device_spec), "device (default: the baseline's)")
+      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
+      ("update-baseline", "write the results to --baseline FILE instead of comparing");
+  po::positional_options_description positional;
+  positional.add("trace", 1);
+  po::variables_map vm;
+  const std::string usage =
+      "usage: fraglab check TRACE --baseline FILE [-p SPEC]... [--max-regress METRIC=N%|AMOUNT]...\n"
+      "                     [--max METRIC=VALUE]... [--update-baseline]\n"
+      "       fraglab check --results RESULTS.json --baseline FILE ...\n"
+      "Replays TRACE and compares each run with the baseline. Exit 0 within limits, 1 when a metric\n"
+      "regressed or a run is missing, 2 on bad input. Default limits: peak_reserved_bytes,\n"
+      "num_alloc_retries and num_ooms may not rise at all; a limit given for a metric replaces its default.";
+  if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
+
+  Thresholds thresholds;
+  for (const std::string& t : max_regress) thresholds.add_max_regress(t);
+  for (const std::string& t : max) thresholds.add_max(t);
+  for (const std::string& m : ignored) thresholds.ignore(m);
+  if (results_path.empty() == trace_path.empty()) {
+    throw InputError("give either a TRACE to replay or --results FILE, not both or neither");
+  }
+
+  const bool update = vm.count("update-baseline") > 0;
+  nlohmann::json baseline;
+  const bool have_baseline = std::filesystem::exists(baseline_path);
+  if (!update || have_baseline) baseline = read_json(baseline_path, "baseline");
+
+  nlohmann::json current;
+  if (!results_path.empty()) {
+    current = read_json(results_path, "results");
+  } else {
+    if (specs.empty() && have_baseline && baseline.contains("runs")) {
+      for (const auto& run : baseline["runs"]) specs.push_back(run.value("policy", ""));
+    }
+    if (specs.empty()) throw InputError(fmt::format("{}: no baseline runs to repeat; name policies with -p", baseline_path));
+    if (device_spec.empty()) device_spec = have_baseline ? baseline_device(baseline) : "sim";
+    for (const std::string& spec : specs) {  // bad specs fail before the trace is read
+      std::unique_ptr<Device> device = make_device(device_spec);
+      create_policy(spec, *device);
+    }
+    TraceReadOptions read_options;
+    read_options.device_index = device_index;
+    const Trace trace = read_trace(trace_path, read_options);
+    std::vector<ReplayResult> runs;
+    for (const std::string& spec : specs) {
+      std::unique_ptr<Device> device = make_device(device_spec);
+      std::unique_ptr<Policy> policy = create_policy(spec, *device);
+      runs.push_back(Replayer(trace, *policy, *device).run(spec));
+    }
+    current = results_json(trace, summarize(trace), describe_device(device_spec), runs);
+  }
+
+  if (update) {
+    write_output(baseline_path, current.dump(2) + "\n");
+    std::cout << fmt::format("wrote baseline {} ({} run{})\n", baseline_path, current["runs"].size(),
+                             current["runs"].size() == 1 ? "" : "s");
+    return 0;
+  }
+  const CheckOutcome outcome = check_results(baseline, current, thresholds);
+  std::cout << fmt::format("check {} against {}\n", results_path.empty() ? trace_path : results_path, baseline_path);
+  std::cout << check_table(outcome);
+  return outcome.passed() ? 0 : 1;
+}
+
+}  // namespace fraglab::cli

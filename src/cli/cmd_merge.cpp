@@ -1,0 +1,78 @@
+// fraglab merge FILE... -o OUT.csv|OUT.jsonl: joins the results files of sweep shards (or of
+// resumed, split or repeated sweeps) into one file in canonical order, then prints the summary.
+// A run present in several files must have the same figures everywhere (the replay is
+// deterministic; different figures mean different traces or fraglab versions were mixed).
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+
+#include "cli/common.hpp"
+#include "fraglab/sweep.hpp"
+
+namespace fraglab::cli {
+
+int cmd_merge(int argc, char** argv) {
+  po::options_description options("options");
+  std::vector<std::string> inputs;
+  std::string output;
+  std::size_t top = 25;
+  options.add_options()
+      ("input", po::value(&inputs)->required()->multitoken(), "results files written by fraglab sweep -o")
+      ("output,o", po::value(&output)->required(), "merged results: OUT.csv, OUT.jsonl, or - for CSV on stdout")
+      ("top", po::value(&top), "rows of the summary table per trace (0 = all; default 25)")
+      ("no-report", "do not print the summary");
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map vm;
+  const std::string usage =
+      "usage: fraglab merge SHARD.csv... -o OUT.csv|OUT.jsonl|-\n"
+      "Joins sweep results files (CSV and JSONL may be mixed) into one, sorted canonically, so that the\n"
+      "merge of `fraglab sweep --shard I/N` outputs equals the output of the unsharded sweep.";
+  if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
+
+  ResultsTable merged;
+  std::map<std::string, std::pair<SweepRow, std::string>> seen;  // key -> row, file it came from
+  bool have_keys = false;
+  std::string keys_from;
+  for (const std::string& path : inputs) {
+    std::size_t tail = 0;
+    ResultsTable table = read_results(path, &tail);
+    if (tail > 0) std::cerr << fmt::format("merge: {}: ignoring its unfinished last line ({} bytes)\n", path, tail);
+    if (table.rows.empty() && table.knob_keys.empty()) continue;
+    if (!have_keys) {
+      merged.knob_keys = table.knob_keys;
+      keys_from = path;
+      have_keys = true;
+    } else if (table.knob_keys != merged.knob_keys) {
+      throw InputError(fmt::format("{}: its swept options differ from those of {} (merge results of one grid)", path,
+                                   keys_from));
+    }
+    for (SweepRow& row : table.rows) {
+      const std::string key = row_key(row);
+      auto it = seen.find(key);
+      if (it == seen.end()) {
+        seen.emplace(key, std::make_pair(row, path));
+        merged.rows.push_back(std::move(row));
+      } else if (!(it->second.first == row)) {
+        throw InputError(fmt::format("{}: the run (trace {}, device {}, spec {}) has other figures than in {}", path,
+                                     row.trace, row.device, row.spec, it->second.second));
+      }
+    }
+  }
+  if (output == "-") {
+    std::cout << results_text(merged, ResultsFormat::Csv);
+    return 0;
+  }
+  write_results(output, merged);
+  std::cout << fmt::format("merged {} runs from {} file{} into {}\n", merged.rows.size(), inputs.size(),
+                           inputs.size() == 1 ? "" : "s", output);
+  if (!vm.count("no-report") && !merged.rows.empty()) {
+    SweepReportOptions report;
+    report.top = top;
+    std::cout << '\n' << sweep_report(merged, report);
+  }
+  return 0;
+}
+
+}  // namespace fraglab::cli

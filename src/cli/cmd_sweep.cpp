@@ -1,0 +1,220 @@
+// fraglab sweep TRACE... --grid KEY=V1,V2,... [-p NAME[:fixed]] [-j N] [-o FILE.csv|.jsonl]
+//               [--resume] [--shard I/N]
+// Replays every trace under every point of the grid, streams each finished run to FILE, and ends
+// with the ranked table, the Pareto front and the best setting as a PYTORCH_CUDA_ALLOC_CONF line.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cli/common.hpp"
+#include "fraglab/sweep.hpp"
+
+namespace fraglab::cli {
+namespace {
+
+// Progress on stderr: redrawn in place on a terminal (at most 10 times a second), otherwise a
+// line per tenth of the sweep and at least every 30 s.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(std::size_t total, bool enabled)
+      : total_(total), enabled_(enabled && total > 0), terminal_(::isatty(STDERR_FILENO) != 0) {}
+
+  void update(std::size_t done) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = seconds(start_, now);
+    if (terminal_) {
+      if (done != total_ && seconds(last_, now) < 0.1) return;
+      std::cerr << '\r' << format_progress(done, total_, elapsed, true) << "\x1b[K" << (done == total_ ? "\n" : "")
+                << std::flush;
+    } else {
+      const std::size_t tenth = done * 10 / total_;
+      if (done != total_ && tenth == last_tenth_ && seconds(last_, now) < 30) return;
+      last_tenth_ = tenth;
+      std::cerr << format_progress(done, total_, elapsed, false) << '\n' << std::flush;
+    }
+    last_ = now;
+  }
+
+ private:
+  static double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  }
+  std::size_t total_;
+  bool enabled_;
+  bool terminal_;
+  std::size_t last_tenth_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = start_;
+};
+
+// Reads the traces in parallel (a large snapshot takes a while); each is parsed exactly once.
+std::vector<Trace> read_traces(const std::vector<std::string>& paths, const TraceReadOptions& options,
+                               unsigned threads) {
+  std::vector<Trace> traces(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < paths.size();) {
+      try {
+        traces[i] = read_trace(paths[i], options);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned t = 1; t < std::min<std::size_t>(threads, paths.size()); ++t) pool.emplace_back(worker);
+    worker();
+  }
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);  // the first failing file in command-line order
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    if (!names.insert(traces[i].name).second) {
+      throw InputError(fmt::format("{}: another trace of this sweep is also named '{}' (runs are keyed by trace "
+                                   "name; rename one, e.g. in its JSONL header)",
+                                   paths[i], traces[i].name));
+    }
+  }
+  return traces;
+}
+
+}  // namespace
+
+int cmd_sweep(int argc, char** argv) {
+  po::options_description options("options");
+  std::vector<std::string> trace_paths, grid_args;
+  std::string base_spec, output, shard_text, device_spec;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  int device_index = -1;
+  std::size_t top = 25;
+  options.add_options()
+      ("trace", po::value(&trace_paths)->required()->multitoken(), "trace files (fraglab JSONL or PyTorch snapshots)")
+      ("policy,p", po::value(&base_spec)->default_value("pytorch"), "policy NAME[:fixed options] the grid varies")
+      ("grid,g", po::value(&grid_args)->composing(),
+       "KEY=V1,V2,...: a policy option and its values, repeatable; 'none' leaves the option out (the default); "
+       "list values keep their commas inside brackets: roundup_power2_divisions=4,[256:1,512:2,>:8]")
+      ("jobs,j", po::value(&threads), "worker threads (default: the number of hardware threads)")
+      ("output,o", po::value(&output), "stream results to FILE.csv or FILE.jsonl, one flushed row per finished run")
+      ("resume", "skip the runs already in the output file and append the rest")
+      ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)")
+      ("shard", po::value(&shard_text), "run only slice I of N (0 <= I < N) of the runs; join with fraglab merge")
+      ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
+      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
+      ("stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")
+      ("top", po::value(&top), "rows of the final table per trace (0 = all; default 25)")
+      ("no-progress", "do not show progress on stderr");
+  po::positional_options_description positional;
+  positional.add("trace", -1);
+  po::variables_map vm;
+  const std::string usage =
+      "usage: fraglab sweep TRACE... --grid KEY=V1,V2,... [--grid ...] [-p NAME[:fixed options]] [-j N]\n"
+      "                     [-o FILE.csv|FILE.jsonl [--resume]] [--shard I/N]\n"
+      "Replays each trace under every combination of the grid's values and prints the settings ranked by\n"
+      "peak reserved memory, the Pareto front, and the best setting as a PYTORCH_CUDA_ALLOC_CONF line.\n"
+      "example: fraglab sweep run.pickle --grid max_split_size_mb=none,64,128,256 --grid "
+      "expandable_segments=False,True -o sweep.csv";
+  if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
+  if (threads == 0) throw InputError("-j 0: expected at least one worker thread");
+
+  // Everything that can be wrong with the command line fails before a trace is read.
+  SweepGrid grid;
+  grid.base_spec = base_spec;
+  for (const std::string& arg : grid_args) grid.axes.push_back(parse_grid_axis(arg));
+  validate_grid(grid);
+  make_device(device_spec);
+  const Shard shard = vm.count("shard") ? parse_shard(shard_text) : Shard{};
+  const bool resume = vm.count("resume") > 0;
+  if (resume && output.empty()) throw InputError("--resume needs -o FILE (the results file to continue)");
+  if (!output.empty()) {
+    results_format(output);
+    std::error_code ec;
+    if (!resume && !vm.count("overwrite") && std::filesystem::exists(output, ec) &&
+        std::filesystem::file_size(output, ec) > 0) {
+      throw InputError(fmt::format("{}: already exists (--resume continues it, --overwrite replaces it)", output));
+    }
+  }
+  const std::vector<Setting> settings = expand_grid(grid);
+  std::vector<std::string> knob_keys;
+  for (const GridAxis& axis : grid.axes) knob_keys.push_back(axis.key);
+
+  std::unique_ptr<ResultsStream> stream;
+  if (!output.empty()) stream = std::make_unique<ResultsStream>(output, knob_keys, resume);
+  // Runs already in the file (resume), by key.
+  std::unordered_map<std::string, const SweepRow*> done;
+  if (stream) {
+    for (const SweepRow& row : stream->existing()) done.emplace(row_key(row), &row);
+  }
+
+  TraceReadOptions read_options;
+  read_options.device_index = device_index;
+  const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
+
+  // Runs in trace-major grid order; the shard takes every N-th one.
+  struct Pending {
+    std::size_t trace;
+    std::size_t setting;
+  };
+  std::vector<Pending> pending;
+  std::vector<SweepRow> rows;  // this sweep's results: from the file (resume) and new
+  std::size_t in_shard = 0;
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    for (std::size_t s = 0; s < settings.size(); ++s) {
+      if (!shard.contains(t * settings.size() + s)) continue;
+      ++in_shard;
+      const auto it = done.find(row_key(traces[t].name, device_spec, settings[s].spec));
+      if (it == done.end()) pending.push_back({t, s});
+      else rows.push_back(*it->second);
+    }
+  }
+  std::cerr << fmt::format("sweep: {} trace{} x {} setting{} = {} runs", traces.size(), traces.size() == 1 ? "" : "s",
+                           settings.size(), settings.size() == 1 ? "" : "s", traces.size() * settings.size());
+  if (shard.count > 1) std::cerr << fmt::format("; shard {}/{}: {} runs", shard.index, shard.count, in_shard);
+  if (resume) std::cerr << fmt::format("; {} already in {}", in_shard - pending.size(), output);
+  const std::size_t workers = std::max<std::size_t>(1, std::min<std::size_t>(threads, pending.size()));
+  std::cerr << fmt::format("; running {} on {} thread{}\n", pending.size(), workers, workers == 1 ? "" : "s");
+
+  std::vector<SweepJob> jobs;
+  jobs.reserve(pending.size());
+  for (const Pending& p : pending) jobs.push_back({&traces[p.trace], settings[p.setting].spec});
+  SweepRunOptions run_options;
+  run_options.threads = threads;
+  run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
+  run_options.make_device = [&device_spec] { return make_device(device_spec); };
+  ProgressPrinter progress(jobs.size(), vm.count("no-progress") == 0);
+  std::size_t finished = 0;
+  run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
+    rows.push_back(make_row(traces[pending[i].trace].name, device_spec, settings[pending[i].setting], result));
+    if (stream) stream->append(rows.back());
+    progress.update(++finished);
+  });
+
+  if (stream) {
+    // Rows of other sweeps that shared the file stay in it; the file ends in canonical order.
+    std::vector<SweepRow> all = stream->existing();
+    std::unordered_set<std::string> old;
+    for (const SweepRow& row : all) old.insert(row_key(row));
+    for (const SweepRow& row : rows) {
+      if (old.count(row_key(row)) == 0) all.push_back(row);
+    }
+    stream->finish(std::move(all));
+  }
+  SweepReportOptions report;
+  report.top = top;
+  if (!rows.empty()) std::cout << sweep_report(ResultsTable{knob_keys, rows}, report);
+  if (!output.empty()) std::cout << fmt::format("\nresults: {} ({} runs)\n", output, rows.size());
+  return 0;
+}
+
+}  // namespace fraglab::cli

@@ -1,0 +1,262 @@
+// Baseline comparison for `fraglab check`: thresholds, the per-metric verdicts, the table.
+#include "fraglab/check.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "fraglab/report.hpp"
+#include "fraglab/sim_device.hpp"
+#include "fraglab/types.hpp"
+
+namespace fraglab {
+namespace {
+
+const CheckedMetric* find_metric(const std::string& key) {
+  for (const CheckedMetric& m : checked_metrics()) {
+    if (m.key == key) return &m;
+  }
+  return nullptr;
+}
+
+std::string show(double value, bool bytes) {
+  if (bytes) return format_bytes(static_cast<Bytes>(value));
+  if (value == std::floor(value) && std::fabs(value) < 1e15) return fmt::format("{}", static_cast<std::int64_t>(value));
+  return fmt::format("{:.4f}", value);
+}
+
+std::string show_change(double baseline, double current, bool bytes) {
+  const double delta = current - baseline;
+  std::string out = fmt::format("{}{}", delta < 0 ? "-" : "+",
+                                bytes ? format_bytes(static_cast<Bytes>(std::fabs(delta))) : show(std::fabs(delta), false));
+  if (baseline != 0) out += fmt::format(" ({:+.2f}%)", delta / std::fabs(baseline) * 100);
+  return out;
+}
+
+// "METRIC=VALUE" -> metric key and value text.
+std::pair<std::string, std::string> split_assignment(std::string_view text, std::string_view flag) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
+    throw InputError(fmt::format("{} '{}': expected METRIC=VALUE (e.g. {} peak_reserved=2%)", flag, text, flag));
+  }
+  return {canonical_metric(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+}
+
+double parse_amount(const std::string& metric, const std::string& value, std::string_view flag) {
+  const CheckedMetric* m = find_metric(metric);
+  if (m->bytes) return static_cast<double>(parse_byte_size(value, fmt::format("{} {}", flag, metric)));
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (end != value.c_str() + value.size() || !std::isfinite(v) || v < 0) {
+    throw InputError(fmt::format("{} {}={}: expected a non-negative number (or N% for a relative limit)", flag, metric,
+                                 value));
+  }
+  return v;
+}
+
+// How much worse `current` is than `baseline` (negative: better).
+double worsening(const CheckedMetric& m, double baseline, double current) {
+  return m.higher_is_better ? baseline - current : current - baseline;
+}
+
+bool breaks(const Limit& limit, const CheckedMetric& m, double baseline, double current) {
+  const double worse = worsening(m, baseline, current);
+  switch (limit.kind) {
+    case Limit::Kind::RegressBy: return worse > limit.value;
+    case Limit::Kind::RegressByPercent: return worse > std::fabs(baseline) * limit.value / 100.0;
+    case Limit::Kind::AtMost: return current > limit.value;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<CheckedMetric>& checked_metrics() {
+  static const std::vector<CheckedMetric> metrics = {
+      {"peak_reserved_bytes", true, false},    {"peak_allocated_bytes", true, false},
+      {"peak_requested_bytes", true, false},   {"fragmentation_at_peak", false, false},
+      {"peak_utilization", false, true},       {"num_alloc_retries", false, false},
+      {"num_ooms", false, false},              {"num_device_alloc", false, false},
+      {"num_device_free", false, false},
+  };
+  return metrics;
+}
+
+std::string canonical_metric(std::string_view name) {
+  for (const CheckedMetric& m : checked_metrics()) {
+    if (m.key == name || (m.bytes && m.key == std::string(name) + "_bytes")) return m.key;
+  }
+  std::string known;
+  for (const CheckedMetric& m : checked_metrics()) known += fmt::format("{}{}", known.empty() ? "" : ", ", m.key);
+  throw InputError(fmt::format("unknown metric '{}' (known: {})", name, known));
+}
+
+Thresholds::Thresholds() {
+  for (const char* metric : {"peak_reserved_bytes", "num_alloc_retries", "num_ooms"}) {
+    limits_[metric].push_back({Limit::Kind::RegressBy, 0, "+0"});
+  }
+}
+
+void Thresholds::add(const std::string& metric, Limit limit) {
+  if (user_set_.insert(metric).second) limits_[metric].clear();  // the user's limits replace the default
+  limits_[metric].push_back(std::move(limit));
+}
+
+void Thresholds::add_max_regress(std::string_view text) {
+  const auto [metric, value] = split_assignment(text, "--max-regress");
+  if (value.back() == '%') {
+    const std::string number = value.substr(0, value.size() - 1);
+    char* end = nullptr;
+    const double pct = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(pct) || pct < 0) {
+      throw InputError(fmt::format("--max-regress {}={}: expected a non-negative percentage like 2%", metric, value));
+    }
+    add(metric, {Limit::Kind::RegressByPercent, pct, fmt::format("+{}%", number)});
+    return;
+  }
+  const double amount = parse_amount(metric, value, "--max-regress");
+  add(metric, {Limit::Kind::RegressBy, amount, fmt::format("+{}", show(amount, find_metric(metric)->bytes))});
+}
+
+void Thresholds::add_max(std::string_view text) {
+  const auto [metric, value] = split_assignment(text, "--max");
+  const double amount = parse_amount(metric, value, "--max");
+  add(metric, {Limit::Kind::AtMost, amount, fmt::format("<= {}", show(amount, find_metric(metric)->bytes))});
+}
+
+void Thresholds::ignore(std::string_view metric) {
+  const std::string key = canonical_metric(metric);
+  user_set_.insert(key);
+  limits_[key].clear();
+}
+
+const std::vector<Limit>* Thresholds::limits(const std::string& metric) const {
+  auto it = limits_.find(metric);
+  return it == limits_.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+std::size_t CheckOutcome::regressions() const {
+  std::size_t n = 0;
+  for (const MetricCheck& c : checks) n += c.regressed ? 1 : 0;
+  return n;
+}
+
+CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current,
+                           const Thresholds& thresholds) {
+  for (const auto* doc : {&baseline, &current}) {
+    if (!doc->is_object() || !doc->contains("runs") || !(*doc)["runs"].is_array()) {
+      throw InputError(fmt::format("the {} is not a results JSON (no \"runs\" list; write one with fraglab replay "
+                                   "--json or check --update-baseline)",
+                                   doc == &baseline ? "baseline" : "results"));
+    }
+  }
+  CheckOutcome out;
+  auto text_at = [](const nlohmann::json& doc, const char* section, const char* key) -> std::string {
+    if (!doc.contains(section) || !doc[section].contains(key)) return "?";
+    const auto& v = doc[section][key];
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  if (text_at(baseline, "trace", "name") != text_at(current, "trace", "name") ||
+      text_at(baseline, "trace", "events") != text_at(current, "trace", "events")) {
+    out.notes.push_back(fmt::format("trace: baseline {} ({} events), now {} ({} events)",
+                                    text_at(baseline, "trace", "name"), text_at(baseline, "trace", "events"),
+                                    text_at(current, "trace", "name"), text_at(current, "trace", "events")));
+  }
+  if (text_at(baseline, "device", "capacity_bytes") != text_at(current, "device", "capacity_bytes") ||
+      text_at(baseline, "device", "external_bytes") != text_at(current, "device", "external_bytes")) {
+    out.notes.push_back(fmt::format("device: baseline capacity {} external {}, now {} external {}",
+                                    text_at(baseline, "device", "capacity_bytes"),
+                                    text_at(baseline, "device", "external_bytes"),
+                                    text_at(current, "device", "capacity_bytes"),
+                                    text_at(current, "device", "external_bytes")));
+  }
+
+  auto find_run = [](const nlohmann::json& doc, const std::string& policy) -> const nlohmann::json* {
+    for (const auto& run : doc["runs"]) {
+      if (run.contains("policy") && run["policy"] == policy) return &run;
+    }
+    return nullptr;
+  };
+  for (const auto& run : current["runs"]) {
+    const std::string policy = run.value("policy", "");
+    if (find_run(baseline, policy) == nullptr) {
+      out.problems.push_back(fmt::format("run '{}' has no baseline (record one with --update-baseline)", policy));
+    }
+  }
+  for (const auto& base_run : baseline["runs"]) {
+    const std::string policy = base_run.value("policy", "");
+    const nlohmann::json* run = find_run(current, policy);
+    if (run == nullptr) {
+      out.problems.push_back(fmt::format("run '{}' is in the baseline but was not replayed", policy));
+      continue;
+    }
+    for (const CheckedMetric& m : checked_metrics()) {
+      const bool in_base = base_run.contains(m.key) && base_run[m.key].is_number();
+      const bool in_run = run->contains(m.key) && (*run)[m.key].is_number();
+      if (!in_base || !in_run) {
+        out.problems.push_back(fmt::format("run '{}': the {} lacks the number '{}'", policy,
+                                           in_base ? "results" : "baseline", m.key));
+        continue;
+      }
+      MetricCheck c;
+      c.policy = policy;
+      c.metric = m.key;
+      c.baseline = base_run[m.key].get<double>();
+      c.current = (*run)[m.key].get<double>();
+      std::string limit_texts;
+      if (const std::vector<Limit>* limits = thresholds.limits(m.key)) {
+        c.gated = true;
+        for (const Limit& limit : *limits) {
+          limit_texts += fmt::format("{}{}", limit_texts.empty() ? "" : ", ", limit.text);
+          if (!c.regressed && breaks(limit, m, c.baseline, c.current)) {
+            c.regressed = true;
+            c.violated = limit.text;
+          }
+        }
+      }
+      c.limits = c.gated ? std::move(limit_texts) : std::string("-");
+      out.checks.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::string check_table(const CheckOutcome& outcome) {
+  std::string out;
+  for (const std::string& note : outcome.notes) out += "note: " + note + '\n';
+  std::string policy;
+  for (const MetricCheck& c : outcome.checks) {
+    if (!c.gated && c.baseline == c.current) continue;  // keep the table to what matters
+    if (c.policy != policy) {
+      policy = c.policy;
+      out += fmt::format("\n{}\n  {:<24} {:>14} {:>14} {:>26} {:>14}  {}\n", policy, "metric", "baseline", "current",
+                         "change", "limit", "status");
+    }
+    const bool bytes = find_metric(c.metric)->bytes;
+    const std::string status = c.regressed ? "REGRESSED" : (!c.gated ? "changed (not gated)" : "ok");
+    out += fmt::format("  {:<24} {:>14} {:>14} {:>26} {:>14}  {}\n", c.metric, show(c.baseline, bytes),
+                       show(c.current, bytes),
+                       c.baseline == c.current ? "=" : show_change(c.baseline, c.current, bytes), c.limits, status);
+  }
+  out += '\n';
+  for (const std::string& p : outcome.problems) out += "error: " + p + '\n';
+  if (outcome.passed()) {
+    std::size_t gated = 0;
+    for (const MetricCheck& c : outcome.checks) gated += c.gated ? 1 : 0;
+    out += fmt::format("ok: {} gated metric{} within limits\n", gated, gated == 1 ? "" : "s");
+    return out;
+  }
+  out += fmt::format("FAIL: {} regression{}", outcome.regressions(), outcome.regressions() == 1 ? "" : "s");
+  if (!outcome.problems.empty()) out += fmt::format(", {} problem{}", outcome.problems.size(), outcome.problems.size() == 1 ? "" : "s");
+  out += '\n';
+  for (const MetricCheck& c : outcome.checks) {
+    if (!c.regressed) continue;
+    const bool bytes = find_metric(c.metric)->bytes;
+    out += fmt::format("  {} {}: {} -> {}: {}, limit {}\n", c.policy, c.metric, show(c.baseline, bytes),
+                       show(c.current, bytes), show_change(c.baseline, c.current, bytes), c.violated);
+  }
+  return out;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,147 @@
+// Results files: reading them (only whole lines), writing them atomically in canonical order,
+// and the append-and-flush stream a running sweep writes to.
+//
+// Why flush per row and no fsync: the promise is that a sweep that is interrupted or crashes
+// loses no finished run; once fflush() has handed the line to the kernel it survives the
+// process. (A power cut may lose the tail; resume then simply runs those settings again.)
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "results_lines.hpp"
+
+namespace fraglab {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+void write_or_fail(std::FILE* file, const std::string& text, const std::string& path) {
+  if (std::fwrite(text.data(), 1, text.size(), file) != text.size() || std::fflush(file) != 0) {
+    throw InputError(fmt::format("{}: write failed ({})", path, std::strerror(errno)));
+  }
+}
+
+}  // namespace
+
+std::string results_text(const ResultsTable& table, ResultsFormat format) {
+  std::vector<SweepRow> rows = table.rows;
+  sort_rows(rows);
+  std::string out;
+  if (format == ResultsFormat::Csv) out = csv_header(table.knob_keys) + '\n';
+  for (const SweepRow& row : rows) out += format_row(row, table.knob_keys, format);
+  return out;
+}
+
+ResultsFormat results_format(const std::string& path) {
+  if (ends_with(path, ".csv")) return ResultsFormat::Csv;
+  if (ends_with(path, ".jsonl")) return ResultsFormat::Jsonl;
+  throw InputError(fmt::format("{}: results files end in .csv or .jsonl", path));
+}
+
+ResultsTable read_results(const std::string& path, std::size_t* partial_tail) {
+  const ResultsFormat format = results_format(path);
+  ResultsTable table;
+  if (partial_tail != nullptr) *partial_tail = 0;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return table;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  const size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  if (partial_tail != nullptr) *partial_tail = text.size() - complete;
+
+  bool have_keys = false;  // CSV: header seen; JSONL: first row seen
+  size_t pos = 0;
+  for (size_t line_no = 1; pos < complete; ++line_no) {
+    const size_t nl = text.find('\n', pos);
+    std::string_view line(text.data() + pos, nl - pos);
+    pos = nl + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    const LineOrigin at = fmt::format("{}:{}", path, line_no);
+    if (format == ResultsFormat::Csv) {
+      if (!have_keys) {
+        table.knob_keys = parse_csv_header(line, at);
+        have_keys = true;
+      } else {
+        table.rows.push_back(parse_csv_row(line, table.knob_keys, at));
+      }
+    } else {
+      table.rows.push_back(parse_jsonl_row(line, table.knob_keys, have_keys, at));
+      have_keys = true;
+    }
+  }
+  return table;
+}
+
+void write_results(const std::string& path, const ResultsTable& table) {
+  const std::string text = results_text(table, results_format(path));
+  // Same folder, so the rename cannot cross file systems.
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(fmt::format("{}: cannot open for writing", temp));
+    out << text;
+    out.flush();
+    if (!out) throw InputError(fmt::format("{}: write failed", temp));
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot replace with {} ({})", path, temp, ec.message()));
+}
+
+ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume)
+    : path_(std::move(path)), knob_keys_(std::move(knob_keys)), format_(results_format(path_)) {
+  bool fresh = true;
+  if (resume) {
+    size_t tail = 0;
+    ResultsTable old = read_results(path_, &tail);
+    std::error_code ec;
+    const bool exists = fs::exists(path_, ec);
+    if (exists && tail > 0) {
+      // A line without its '\n' is what a killed writer left: cut it off and run it again.
+      fs::resize_file(path_, fs::file_size(path_) - tail, ec);
+      if (ec) throw InputError(fmt::format("{}: cannot cut off the unfinished last line ({})", path_, ec.message()));
+    }
+    const bool has_keys = !old.rows.empty() || (format_ == ResultsFormat::Csv && exists && fs::file_size(path_) > 0);
+    if (has_keys && old.knob_keys != knob_keys_) {
+      auto list = [](const std::vector<std::string>& keys) {
+        std::string s;
+        for (const std::string& k : keys) s += fmt::format("{}{}", s.empty() ? "" : ", ", k);
+        return s.empty() ? std::string("none") : s;
+      };
+      throw InputError(fmt::format("{}: its swept options ({}) differ from this sweep's ({}); resume with the same "
+                                   "--grid keys in the same order, or write to a new file and merge",
+                                   path_, list(old.knob_keys), list(knob_keys_)));
+    }
+    existing_ = std::move(old.rows);
+    fresh = !has_keys;
+  }
+  file_ = std::fopen(path_.c_str(), fresh ? "wb" : "ab");
+  if (file_ == nullptr) throw InputError(fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
+  if (fresh && format_ == ResultsFormat::Csv) write_or_fail(file_, csv_header(knob_keys_) + '\n', path_);
+}
+
+ResultsStream::~ResultsStream() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void ResultsStream::append(const SweepRow& row) { write_or_fail(file_, format_row(row, knob_keys_, format_), path_); }
+
+void ResultsStream::finish(std::vector<SweepRow> rows) {
+  std::fclose(file_);
+  file_ = nullptr;
+  write_results(path_, ResultsTable{knob_keys_, std::move(rows)});
+}
+
+}  // namespace fraglab

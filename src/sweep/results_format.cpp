@@ -1,0 +1,210 @@
+// One sweep row as a line of CSV or JSONL, and back.
+//
+// Columns (CSV header, JSONL keys): trace, device, spec, one column per swept option (its value,
+// or "none" when the option was left out; in JSONL an object "knobs" with null for none), then
+// the results-JSON metrics under their stable names (design.md, src/report/results_json.cpp).
+// Numbers are written so that reading them back gives the same value bit for bit (shortest
+// round-trip form), which keeps resume and merge exact.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "results_lines.hpp"
+
+namespace fraglab {
+namespace {
+
+struct MetricColumn {
+  const char* name;
+  bool is_double;
+  std::uint64_t Metrics::*count;
+  double Metrics::*ratio;
+};
+
+// Order of the metric columns in every results file.
+const MetricColumn kMetricColumns[] = {
+    {"peak_reserved_bytes", false, &Metrics::peak_reserved, nullptr},
+    {"peak_allocated_bytes", false, &Metrics::peak_allocated, nullptr},
+    {"peak_requested_bytes", false, &Metrics::peak_requested, nullptr},
+    {"fragmentation_at_peak", true, nullptr, &Metrics::fragmentation_at_peak},
+    {"peak_utilization", true, nullptr, &Metrics::peak_utilization},
+    {"num_alloc_retries", false, &Metrics::num_alloc_retries, nullptr},
+    {"num_ooms", false, &Metrics::num_ooms, nullptr},
+    {"num_device_alloc", false, &Metrics::num_device_alloc, nullptr},
+    {"num_device_free", false, &Metrics::num_device_free, nullptr},
+};
+constexpr size_t kFixedColumns = 3;  // trace, device, spec
+
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + '"';
+}
+
+// Splits one CSV line (no '\n') into fields; "" inside quotes is a quote.
+std::vector<std::string> split_csv(std::string_view line, const LineOrigin& at) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
+      else if (c == '"') quoted = false;
+      else fields.back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  if (quoted) throw InputError(fmt::format("{}: unterminated quoted field", at));
+  return fields;
+}
+
+std::uint64_t parse_count(std::string_view text, const char* column, const LineOrigin& at) {
+  std::uint64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size()) {
+    throw InputError(fmt::format("{}: {} = '{}': expected a non-negative integer", at, column, text));
+  }
+  return value;
+}
+
+double parse_ratio(std::string_view text, const char* column, const LineOrigin& at) {
+  const std::string s(text);
+  char* end = nullptr;
+  const double value = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) {
+    throw InputError(fmt::format("{}: {} = '{}': expected a number", at, column, text));
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string csv_header(const std::vector<std::string>& knob_keys) {
+  std::string out = "trace,device,spec";
+  for (const std::string& key : knob_keys) {
+    out += ',';
+    out += csv_field(key);
+  }
+  for (const MetricColumn& c : kMetricColumns) out += fmt::format(",{}", c.name);
+  return out;
+}
+
+std::string format_row(const SweepRow& row, const std::vector<std::string>& knob_keys, ResultsFormat format) {
+  if (format == ResultsFormat::Csv) {
+    std::string out = fmt::format("{},{},{}", csv_field(row.trace), csv_field(row.device), csv_field(row.spec));
+    for (const auto& knob : row.knobs) {
+      out += ',';
+      out += csv_field(knob ? *knob : "none");
+    }
+    for (const MetricColumn& c : kMetricColumns) {
+      if (c.is_double) out += fmt::format(",{}", row.metrics.*c.ratio);
+      else out += fmt::format(",{}", row.metrics.*c.count);
+    }
+    return out + '\n';
+  }
+  nlohmann::ordered_json j;
+  j["trace"] = row.trace;
+  j["device"] = row.device;
+  j["spec"] = row.spec;
+  nlohmann::ordered_json knobs = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < knob_keys.size(); ++k) {
+    const auto& knob = row.knobs.at(k);
+    knobs[knob_keys[k]] = knob ? nlohmann::ordered_json(*knob) : nlohmann::ordered_json(nullptr);
+  }
+  j["knobs"] = std::move(knobs);
+  for (const MetricColumn& c : kMetricColumns) {
+    if (c.is_double) j[c.name] = row.metrics.*c.ratio;
+    else j[c.name] = row.metrics.*c.count;
+  }
+  return j.dump() + '\n';
+}
+
+std::vector<std::string> parse_csv_header(std::string_view line, const LineOrigin& at) {
+  const std::vector<std::string> fields = split_csv(line, at);
+  const size_t metrics = std::size(kMetricColumns);
+  const auto expected = [&] {
+    return InputError(fmt::format("{}: expected the header '{}' (trace,device,spec, the swept options, then the "
+                                  "metrics)",
+                                  at, csv_header({"KNOB..."})));
+  };
+  if (fields.size() < kFixedColumns + metrics) throw expected();
+  if (fields[0] != "trace" || fields[1] != "device" || fields[2] != "spec") throw expected();
+  for (size_t m = 0; m < metrics; ++m) {
+    if (fields[fields.size() - metrics + m] != kMetricColumns[m].name) throw expected();
+  }
+  return {fields.begin() + kFixedColumns, fields.end() - static_cast<std::ptrdiff_t>(metrics)};
+}
+
+SweepRow parse_csv_row(std::string_view line, const std::vector<std::string>& knob_keys, const LineOrigin& at) {
+  const std::vector<std::string> fields = split_csv(line, at);
+  const size_t expected = kFixedColumns + knob_keys.size() + std::size(kMetricColumns);
+  if (fields.size() != expected) {
+    throw InputError(fmt::format("{}: expected {} fields as in the header, got {}", at, expected, fields.size()));
+  }
+  SweepRow row;
+  row.trace = fields[0];
+  row.device = fields[1];
+  row.spec = fields[2];
+  for (size_t k = 0; k < knob_keys.size(); ++k) {
+    const std::string& v = fields[kFixedColumns + k];
+    row.knobs.push_back(v == "none" ? std::nullopt : std::optional<std::string>(v));
+  }
+  size_t f = kFixedColumns + knob_keys.size();
+  for (const MetricColumn& c : kMetricColumns) {
+    if (c.is_double) row.metrics.*c.ratio = parse_ratio(fields[f++], c.name, at);
+    else row.metrics.*c.count = parse_count(fields[f++], c.name, at);
+  }
+  return row;
+}
+
+SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_keys, bool keys_known,
+                         const LineOrigin& at) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: not a JSON object ({})", at, e.what()));
+  }
+  SweepRow row;
+  try {
+    row.trace = j.at("trace").get<std::string>();
+    row.device = j.at("device").get<std::string>();
+    row.spec = j.at("spec").get<std::string>();
+    const auto& knobs = j.at("knobs");
+    if (!knobs.is_object()) throw InputError(fmt::format("{}: 'knobs' must be an object", at));
+    if (!keys_known) {
+      knob_keys.clear();
+      for (const auto& [key, value] : knobs.items()) knob_keys.push_back(key);
+    }
+    if (knobs.size() != knob_keys.size()) {
+      throw InputError(fmt::format("{}: knobs differ from the file's first row (expected {} options)", at,
+                                   knob_keys.size()));
+    }
+    for (const std::string& key : knob_keys) {
+      if (!knobs.contains(key)) throw InputError(fmt::format("{}: knobs lack '{}' (the first row has it)", at, key));
+      const auto& v = knobs.at(key);
+      row.knobs.push_back(v.is_null() ? std::nullopt : std::optional<std::string>(v.get<std::string>()));
+    }
+    for (const MetricColumn& c : kMetricColumns) {
+      const auto& v = j.at(c.name);
+      if (c.is_double) row.metrics.*c.ratio = v.get<double>();
+      else row.metrics.*c.count = v.get<std::uint64_t>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: {}", at, e.what()));
+  }
+  return row;
+}
+
+}  // namespace fraglab

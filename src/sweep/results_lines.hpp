@@ -1,0 +1,22 @@
+// Results-file lines (results_format.cpp), shared with the file handling (results_file.cpp).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fraglab/sweep.hpp"
+
+namespace fraglab {
+
+using LineOrigin = std::string;  // "FILE:LINE", the prefix of every error about that line
+
+// The knob keys named by a CSV header line (no '\n'). Throws InputError if it is not a header.
+std::vector<std::string> parse_csv_header(std::string_view line, const LineOrigin& at);
+SweepRow parse_csv_row(std::string_view line, const std::vector<std::string>& knob_keys, const LineOrigin& at);
+// JSONL rows carry their knob keys: the first row sets `knob_keys` (keys_known = false), later
+// rows must have the same ones.
+SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_keys, bool keys_known,
+                         const LineOrigin& at);
+
+}  // namespace fraglab

@@ -1,0 +1,94 @@
+// Running the built fraglab binary from tests: to completion (exit status, stdout, stderr) or in
+// the background (a pid the test can kill). Shared by tests/sweep and tests/check.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fraglab::testing {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int status = -1;  // exit status; -1 if killed by a signal or not started
+  std::string out;
+  std::string err;
+};
+
+// A fresh folder per test binary run (named by pid) under the system temp dir.
+inline fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("fraglab-" + name + "-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+inline std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// `fraglab ARGS` through the shell (ARGS are shell words), waiting for it to end.
+inline CommandResult run_fraglab(const std::string& args) {
+  static int counter = 0;
+  const fs::path err = scratch_dir("cmd") / ("stderr-" + std::to_string(counter++) + ".txt");
+  const std::string command = std::string(FRAGLAB_BINARY) + " " + args + " 2>" + err.string();
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  const int raw = ::pclose(pipe);
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  result.err = read_text(err);
+  return result;
+}
+
+// Starts `fraglab ARGS...` (no shell) with stdout and stderr sent to `log`; returns its pid.
+inline pid_t spawn_fraglab(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  FILE* f = std::fopen(log.c_str(), "wb");
+  if (f != nullptr) {
+    ::dup2(::fileno(f), STDOUT_FILENO);
+    ::dup2(::fileno(f), STDERR_FILENO);
+  }
+  std::vector<char*> argv;
+  std::string binary = FRAGLAB_BINARY;
+  argv.push_back(binary.data());
+  std::vector<std::string> copy = args;
+  for (std::string& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(binary.c_str(), argv.data());
+  ::_exit(127);
+}
+
+// Waits for a spawned process; its exit status, or -1 if a signal ended it.
+inline int wait_for(pid_t pid) {
+  int raw = 0;
+  if (::waitpid(pid, &raw, 0) != pid) return -1;
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+inline size_t count_lines(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += c == '\n' ? 1 : 0;
+  return n;
+}
+
+}  // namespace fraglab::testing

@@ -1,0 +1,172 @@
+// Results files: exact round trips in CSV and JSONL, the canonical order, whole lines only, and
+// the append stream's resume.
+#include <gtest/gtest.h>
+
+#include "fraglab/sweep.hpp"
+#include "fraglab/types.hpp"
+#include "sweep/command.hpp"
+
+namespace fraglab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_text;
+using testing::write_text;
+
+SweepRow row(std::string trace, std::vector<std::optional<std::string>> knobs, Bytes reserved) {
+  SweepRow r;
+  r.trace = std::move(trace);
+  r.device = "sim";
+  r.spec = "pytorch";
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    if (knobs[k]) r.spec += (r.spec.find(':') == std::string::npos ? ":" : ",") + std::string(k == 0 ? "a" : "b") + ":" + *knobs[k];
+  }
+  r.knobs = std::move(knobs);
+  r.metrics.peak_reserved = reserved;
+  r.metrics.peak_allocated = reserved / 2;
+  r.metrics.peak_requested = reserved / 3;
+  r.metrics.fragmentation_at_peak = 1.0 / 3.0;  // no short decimal: tests the exact round trip
+  r.metrics.peak_utilization = 0.1;
+  r.metrics.num_alloc_retries = 7;
+  r.metrics.num_ooms = 0;
+  r.metrics.num_device_alloc = 123;
+  r.metrics.num_device_free = 45;
+  return r;
+}
+
+TEST(Results, NaturalOrderComparesNumbersByValue) {
+  EXPECT_LT(natural_compare("64", "128"), 0);
+  EXPECT_LT(natural_compare("0.5", "0.75"), 0);
+  EXPECT_LT(natural_compare("0.75", "0.8"), 0);  // by value, not digit runs
+  EXPECT_LT(natural_compare("step2", "step10"), 0);
+  EXPECT_LT(natural_compare("False", "True"), 0);
+  EXPECT_EQ(natural_compare("abc", "abc"), 0);
+  EXPECT_NE(natural_compare("064", "64"), 0);  // a total order: equal only when equal text
+  EXPECT_LT(natural_compare("[256:1,>:8]", "[512:1,>:8]"), 0);
+}
+
+TEST(Results, CanonicalOrderIsTraceThenKnobsNoneFirst) {
+  std::vector<SweepRow> rows = {row("t2", {"128", "True"}, 1), row("t10", {std::nullopt, "False"}, 2),
+                                row("t2", {"64", "True"}, 3),   row("t2", {std::nullopt, "True"}, 4),
+                                row("t2", {"64", "False"}, 5)};
+  sort_rows(rows);
+  std::vector<Bytes> order;
+  for (const SweepRow& r : rows) order.push_back(r.metrics.peak_reserved);
+  EXPECT_EQ(order, (std::vector<Bytes>{4, 5, 3, 1, 2}));  // t2: none, 64/False, 64/True, 128; then t10
+}
+
+TEST(Results, CsvAndJsonlRoundTripExactly) {
+  const fs::path dir = testing::scratch_dir("results");
+  ResultsTable table;
+  table.knob_keys = {"a", "b"};
+  table.rows = {row("two-phase", {"64", std::nullopt}, 300 * MiB), row("x,\"quoted\"", {"[1:2,>:4]", "True"}, 5)};
+  for (const char* name : {"t.csv", "t.jsonl"}) {
+    const std::string path = (dir / name).string();
+    write_results(path, table);
+    const ResultsTable back = read_results(path);
+    EXPECT_EQ(back.knob_keys, table.knob_keys) << name;
+    std::vector<SweepRow> expected = table.rows;
+    sort_rows(expected);
+    EXPECT_EQ(back.rows, expected) << name;
+    EXPECT_EQ(back.rows[1].metrics.fragmentation_at_peak, 1.0 / 3.0) << name;
+    // Writing what was read gives the same bytes.
+    const std::string first = read_text(path);
+    write_results(path, back);
+    EXPECT_EQ(read_text(path), first) << name;
+  }
+  EXPECT_EQ(csv_header({"a", "b"}),
+            "trace,device,spec,a,b,peak_reserved_bytes,peak_allocated_bytes,peak_requested_bytes,"
+            "fragmentation_at_peak,peak_utilization,num_alloc_retries,num_ooms,num_device_alloc,num_device_free");
+}
+
+TEST(Results, OnlyWholeLinesAreRead) {
+  const fs::path dir = testing::scratch_dir("results");
+  const std::string path = (dir / "partial.csv").string();
+  ResultsTable table{{"a"}, {row("t", {"64"}, 1000)}};
+  write_results(path, table);
+  const std::string whole = read_text(path);
+  // A killed writer leaves a row without its newline: a prefix of a real row that would parse as
+  // a (wrong) number if it were read.
+  const std::string cut = format_row(row("t", {"128"}, 123456789), {"a"}, ResultsFormat::Csv).substr(0, 40);
+  write_text(path, whole + cut);
+  size_t tail = 0;
+  const ResultsTable back = read_results(path, &tail);
+  EXPECT_EQ(back.rows.size(), 1u);
+  EXPECT_EQ(tail, cut.size());
+}
+
+TEST(Results, BadLinesNameFileAndLine) {
+  const fs::path dir = testing::scratch_dir("results");
+  const std::string path = (dir / "bad.csv").string();
+  write_text(path, csv_header({"a"}) + "\nt,sim,pytorch,64,1,2\n");
+  try {
+    read_results(path);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":2: expected 13 fields"), std::string::npos) << e.what();
+  }
+  write_text(path, "trace,spec\n");
+  EXPECT_THROW(read_results(path), InputError);
+  const std::string jsonl = (dir / "bad.jsonl").string();
+  write_text(jsonl, "{\"trace\":\"t\"}\n");
+  try {
+    read_results(jsonl);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(jsonl + ":1:"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(results_format("out.txt"), InputError);
+}
+
+TEST(Results, StreamAppendsFlushedRowsAndResumes) {
+  const fs::path dir = testing::scratch_dir("results");
+  for (const char* name : {"s.csv", "s.jsonl"}) {
+    const std::string path = (dir / name).string();
+    fs::remove(path);
+    {
+      ResultsStream stream(path, {"a"}, false);
+      stream.append(row("t", {"64"}, 1));
+      stream.append(row("t", {std::nullopt}, 2));
+      // Flushed as they are appended: a reader sees them before the stream is closed.
+      EXPECT_EQ(read_results(path).rows.size(), 2u) << name;
+    }
+    // A half-written row, as a kill in the middle of a write would leave.
+    write_text(path, read_text(path) + "t,sim,pytorch:a:2");
+    {
+      ResultsStream stream(path, {"a"}, true);
+      ASSERT_EQ(stream.existing().size(), 2u) << name;
+      EXPECT_EQ(stream.existing()[0].metrics.peak_reserved, 1u);
+      stream.append(row("t", {"128"}, 3));
+      std::vector<SweepRow> all = stream.existing();
+      all.push_back(row("t", {"128"}, 3));
+      stream.finish(all);
+    }
+    const ResultsTable back = read_results(path);
+    ASSERT_EQ(back.rows.size(), 3u) << name;
+    // finish() leaves the canonical order: none, 64, 128.
+    EXPECT_EQ(back.rows[0].metrics.peak_reserved, 2u);
+    EXPECT_EQ(back.rows[1].metrics.peak_reserved, 1u);
+    EXPECT_EQ(back.rows[2].metrics.peak_reserved, 3u);
+    // Resuming with other swept options is refused, naming the file.
+    try {
+      ResultsStream other(path, {"b"}, true);
+      FAIL() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": its swept options (a) differ from this sweep's (b)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Results, ResumingAMissingFileStartsIt) {
+  const fs::path dir = testing::scratch_dir("results");
+  const std::string path = (dir / "fresh.csv").string();
+  fs::remove(path);
+  ResultsStream stream(path, {"a"}, true);
+  EXPECT_TRUE(stream.existing().empty());
+  EXPECT_EQ(read_text(path), csv_header({"a"}) + "\n");
+}
+
+}  // namespace
+}  // namespace fraglab
