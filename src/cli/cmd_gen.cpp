@@ -94,7 +94,7 @@ int cmd_gen(int argc, char** argv) {
        "CPU time per framework hook (DeepSpeed per module, FSDP per unit), µs")
       ("launch-queue", po::value(&o.timing.launch_queue)->default_value(o.timing.launch_queue),
        "unfinished kernels per stream before a launch blocks (0 = unbounded)")
-      ("jitter", po::value(&o.timing.jitter)->default_value(o.timing.jitter), "GPU duration jitter, 0 <= j < 1");
+      ("jitter", po::value(&o.timing.jitter)->default_value(o.timing.jitter, fmt::format("{}", o.timing.jitter)), "GPU duration jitter, 0 <= j < 1");
   po::options_description options;
   options.add(model_opts).add(train_opts).add(fsdp_opts).add(ds_opts).add(timing_opts);
   po::positional_options_description positional;
