@@ -9,23 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "fraglab/rng.hpp"
 #include "fraglab/trace_io.hpp"
 
 namespace {
 
 using namespace fraglab;
 
-// splitmix64: the same numbers on every platform (std:: distributions are not portable).
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
 
 Trace synthetic_trace(std::size_t target_events) {
   Trace t;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fraglab/rng.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/pickle.hpp"
 
@@ -22,17 +23,6 @@ namespace {
 
 using namespace fraglab;
 
-// splitmix64: the same numbers on every platform.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
 
 // A protocol-4 pickle writer for exactly the shapes a snapshot needs.
 class SnapshotPickler {

@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "fraglab/workload.hpp"
-#include "workload/rng.hpp"
+#include "fraglab/rng.hpp"
 #include "workload/streams.hpp"
 
 namespace fraglab::workload {

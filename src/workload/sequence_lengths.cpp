@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "workload/rng.hpp"
+#include "fraglab/rng.hpp"
 
 namespace fraglab::workload {
 

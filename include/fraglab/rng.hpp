@@ -1,11 +1,12 @@
-// A small seeded generator with its own conversions, so the same seed gives the same numbers on
+// A small seeded generator (splitmix64) with its own conversions, shared by the workload
+// generator, tests and benchmarks, so the same seed gives the same numbers on
 // every standard library (std::*_distribution are implementation-defined).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-namespace fraglab::workload {
+namespace fraglab {
 
 class Rng {
  public:
@@ -24,6 +25,8 @@ class Rng {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
+  // Uniform in [0, n) (modulo bias is negligible for the small n of tests and benchmarks).
+  std::uint64_t below(std::uint64_t n) { return next() % n; }
   // Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
   // Standard normal (Box-Muller; one value per call keeps the stream simple).
@@ -37,4 +40,4 @@ class Rng {
   std::uint64_t state_;
 };
 
-}  // namespace fraglab::workload
+}  // namespace fraglab
