@@ -8,24 +8,14 @@
 #include "fraglab/replay.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/timeline.hpp"
+#include "support/events.hpp"
 
 namespace fraglab {
 namespace {
 
-Event alloc(AllocId id, Bytes size, StreamId stream = 0) {
-  Event e;
-  e.op = Op::Alloc;
-  e.id = id;
-  e.size = size;
-  e.stream = stream;
-  return e;
-}
-Event with_op(Op op, AllocId id) {
-  Event e;
-  e.op = op;
-  e.id = id;
-  return e;
-}
+using test::alloc;
+using test::with_op;
+
 
 ReplayResult replay(const Trace& trace, const std::string& spec, SimDeviceConfig config = {},
                     ReplayOptions options = {}, ReplayObserver* observer = nullptr) {

@@ -10,10 +10,14 @@
 #include <string>
 
 #include "fraglab/trace_io.hpp"
+#include "support/events.hpp"
 #include "trace/jsonl_event_line.hpp"
 
 namespace fraglab {
 namespace {
+
+using test::alloc;
+using test::with_op;
 
 std::string to_jsonl(const Trace& t) {
   std::ostringstream out;
@@ -23,21 +27,7 @@ std::string to_jsonl(const Trace& t) {
 
 std::string spaced(const std::string& text);
 
-Event alloc(AllocId id, Bytes size, StreamId stream = 0) {
-  Event e;
-  e.op = Op::Alloc;
-  e.id = id;
-  e.size = size;
-  e.stream = stream;
-  return e;
-}
 
-Event op_id(Op op, AllocId id) {
-  Event e;
-  e.op = op;
-  e.id = id;
-  return e;
-}
 
 Event mark(Trace& t, std::string_view label, std::string_view value_json) {
   Event e;
@@ -65,13 +55,13 @@ Trace full_trace() {
   b.tag = t.intern("act");
   t.events.push_back(b);
   t.events.push_back(mark(t, "phase", "\"backward\""));
-  t.events.push_back(op_id(Op::FreeRequested, 2));
-  Event neg_time = op_id(Op::FreeCompleted, 2);
+  t.events.push_back(with_op(Op::FreeRequested, 2));
+  Event neg_time = with_op(Op::FreeCompleted, 2);
   neg_time.has_time = true;
   neg_time.time_us = -5;
   t.events.push_back(neg_time);
-  t.events.push_back(op_id(Op::Free, 1));
-  t.events.push_back(op_id(Op::EmptyCache, 0));
+  t.events.push_back(with_op(Op::Free, 1));
+  t.events.push_back(with_op(Op::EmptyCache, 0));
   t.events.push_back(mark(t, "converged", "true"));
   t.events.push_back(mark(t, "lr", "3.5e-4"));
   t.events.push_back(mark(t, "note", "null"));
@@ -147,23 +137,23 @@ TEST(JsonlRoundTrip, OptionalFieldsOnEveryOp) {
     e.addr = 4096;
     return e;
   };
-  Event free_req = with_addr(decorate(op_id(Op::FreeRequested, 1)));
+  Event free_req = with_addr(decorate(with_op(Op::FreeRequested, 1)));
   free_req.size = 100;
-  Event free_done = with_addr(decorate(op_id(Op::FreeCompleted, 1)));
+  Event free_done = with_addr(decorate(with_op(Op::FreeCompleted, 1)));
   free_done.size = 100;
-  Event empty = with_addr(decorate(op_id(Op::EmptyCache, 5)));
+  Event empty = with_addr(decorate(with_op(Op::EmptyCache, 5)));
   empty.size = 7;
   Event m = with_addr(decorate(mark(t, "step", "1")));
-  Event seg = with_addr(decorate(op_id(Op::SegmentMap, 9)));
+  Event seg = with_addr(decorate(with_op(Op::SegmentMap, 9)));
   seg.size = 2 * MiB;
-  Event oom = decorate(op_id(Op::Oom, 9));
+  Event oom = decorate(with_op(Op::Oom, 9));
   oom.size = GiB;
   oom.addr = MiB;
   t.events = {with_addr(decorate(alloc(1, 100))),
               free_req,
               free_done,
               with_addr(decorate(alloc(2, 100))),
-              with_addr(decorate(op_id(Op::Free, 2))),
+              with_addr(decorate(with_op(Op::Free, 2))),
               empty,
               m,
               seg,
@@ -194,7 +184,7 @@ TEST(JsonlRoundTrip, InitialStateAndHeaderFields) {
                         {0x2000000, 20 * MiB, 9, false, true}};
   t.initial.allocations = {{5, 0x1000000, 1000, 1024, 0, false},
                            {6, 0x2000000, 3 * MiB, 0, 9, true}};
-  t.events = {op_id(Op::Free, 5), op_id(Op::FreeCompleted, 6)};
+  t.events = {with_op(Op::Free, 5), with_op(Op::FreeCompleted, 6)};
   std::string text = to_jsonl(t);
   EXPECT_EQ(text,
             R"({"fraglab_trace":1,"name":"cut","source":"pytorch-snapshot",)"
@@ -299,7 +289,7 @@ TEST(JsonlRead, LenientWhereTheFormatAllows) {
   ASSERT_EQ(t.events.size(), 3u);
   EXPECT_EQ(t.events[0], alloc(7, 512));
   EXPECT_EQ(t.events[1], alloc(8, 1024));
-  EXPECT_EQ(t.events[2], op_id(Op::Free, 7));
+  EXPECT_EQ(t.events[2], with_op(Op::Free, 7));
 }
 
 TEST(JsonlRead, EscapedKeysAndOpsMeanWhatTheySay) {
@@ -656,7 +646,7 @@ TEST_F(JsonlFiles, LargeGzipFileRoundTrip) {
   t.name = "big";
   for (AllocId id = 1; id <= 60000; ++id) {
     t.events.push_back(alloc(id, id * 512, id % 3));
-    if (id % 2 == 0) t.events.push_back(op_id(Op::Free, id - 1));
+    if (id % 2 == 0) t.events.push_back(with_op(Op::Free, id - 1));
   }
   write_jsonl_file(t, path("big.jsonl.gz"));
   EXPECT_LT(slurp_raw(path("big.jsonl.gz")).size(), to_jsonl(t).size() / 3);

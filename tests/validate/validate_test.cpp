@@ -7,43 +7,19 @@
 
 #include "fraglab/trace_io.hpp"
 #include "fraglab/validate.hpp"
+#include "support/events.hpp"
 
 namespace fraglab {
 namespace {
 
+using test::alloc_at;
+using test::oom;
+using test::segment;
+using test::with_op;
+
 constexpr Addr A = 0x7f1000000000ull;
 constexpr Addr B = 0x7f3000000000ull;
 
-Event segment(Op op, Addr addr, Bytes size) {
-  Event e;
-  e.op = op;
-  e.addr = addr;
-  e.size = size;
-  e.has_addr = true;
-  return e;
-}
-Event alloc(AllocId id, Bytes size, Addr addr) {
-  Event e;
-  e.op = Op::Alloc;
-  e.id = id;
-  e.size = size;
-  e.addr = addr;
-  e.has_addr = true;
-  return e;
-}
-Event free_of(AllocId id) {
-  Event e;
-  e.op = Op::Free;
-  e.id = id;
-  return e;
-}
-Event oom(Bytes rounded, Bytes device_free) {
-  Event e;
-  e.op = Op::Oom;
-  e.size = rounded;
-  e.addr = device_free;
-  return e;
-}
 Trace recorded(std::vector<Event> events) {
   Trace t;
   t.name = "hand-built";
@@ -57,9 +33,9 @@ Trace recorded(std::vector<Event> events) {
 // free block, so a second 512-byte request would reuse it (§3.1). The record shows the segment
 // freed and a new one allocated instead: only an empty_cache() between them explains that.
 TEST(Validate, InfersEmptyCacheFromAnUnexplainedBurst) {
-  const Trace t = recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc(1, 512, A), free_of(1),
+  const Trace t = recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc_at(1, 512, A), with_op(Op::Free, 1),
                             segment(Op::SegmentFree, A, 2 * MiB), segment(Op::SegmentAlloc, B, 2 * MiB),
-                            alloc(2, 512, B)});
+                            alloc_at(2, 512, B)});
   const ValidationReport r = validate_replay(t);
   EXPECT_TRUE(r.exact) << validation_text(r);
   EXPECT_EQ(r.empty_cache_inferred, 1u);
@@ -74,9 +50,9 @@ TEST(Validate, InfersEmptyCacheFromAnUnexplainedBurst) {
 // a miss. With 30 MiB obtainable (the recorded peak) cudaMalloc(30 MiB) fails while 20 MiB are
 // held, so release_cached_blocks frees the cached segment and the retry succeeds (§5, rung d).
 TEST(Validate, ReproducesARetryFromTheRecordedPeak) {
-  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc(1, 5 * MiB, A), free_of(1),
+  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc_at(1, 5 * MiB, A), with_op(Op::Free, 1),
                             segment(Op::SegmentFree, A, 20 * MiB), segment(Op::SegmentAlloc, B, 30 * MiB),
-                            alloc(2, 30 * MiB, B)});
+                            alloc_at(2, 30 * MiB, B)});
   const ValidationReport r = validate_replay(t);
   EXPECT_TRUE(r.exact) << validation_text(r);
   EXPECT_EQ(r.available_bytes, 30 * MiB);
@@ -86,12 +62,6 @@ TEST(Validate, ReproducesARetryFromTheRecordedPeak) {
   EXPECT_EQ(r.peak_reserved_simulated, 30 * MiB);
 }
 
-Event with_op(Op op, AllocId id) {
-  Event e;
-  e.op = op;
-  e.id = id;
-  return e;
-}
 
 // Block 1 (20 MiB, a whole 20 MiB segment, no split: §1.6) is pending (used on another stream)
 // when request 2 comes: the lookup misses, cudaMalloc fails with 20 of 20 MiB obtainable held,
@@ -99,10 +69,10 @@ Event with_op(Op op, AllocId id) {
 // the now whole segment A, and the retry gets B (§5.3, §6). In the record the completion stands
 // before the burst; replayed there it would let request 2 reuse A.
 TEST(Validate, CompletionsEmittedByARetryAreReplayedAfterTheLookup) {
-  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc(1, 20 * MiB, A),
+  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc_at(1, 20 * MiB, A),
                             with_op(Op::FreeRequested, 1), with_op(Op::FreeCompleted, 1),
                             segment(Op::SegmentFree, A, 20 * MiB), segment(Op::SegmentAlloc, B, 20 * MiB),
-                            alloc(2, 20 * MiB, B)});
+                            alloc_at(2, 20 * MiB, B)});
   const ValidationReport r = validate_replay(t);
   EXPECT_TRUE(r.exact) << validation_text(r);
   EXPECT_EQ(r.retries_simulated, 1u);
@@ -114,7 +84,7 @@ TEST(Validate, CompletionsEmittedByARetryAreReplayedAfterTheLookup) {
 // request misses, cudaMalloc fails, release_cached_blocks frees nothing (the only segment holds
 // a live block), the retry fails: OOM, after one retry.
 TEST(Validate, ReplaysAnOomEntryAsAFailingRequest) {
-  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc(1, 5 * MiB, A), oom(40 * MiB, 10 * MiB)});
+  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc_at(1, 5 * MiB, A), oom(40 * MiB, 10 * MiB)});
   const ValidationReport r = validate_replay(t);
   EXPECT_TRUE(r.exact) << validation_text(r);
   EXPECT_EQ(r.available_bytes, 30 * MiB);
@@ -126,8 +96,8 @@ TEST(Validate, ReplaysAnOomEntryAsAFailingRequest) {
 // The second 5 MiB request is carved from the low end of the free 15 MiB remainder (§4.2), at
 // A + 5 MiB; a record that says A + 6 MiB cannot come from PyTorch and must be reported.
 TEST(Validate, ReportsTheFirstDivergence) {
-  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc(1, 5 * MiB, A),
-                            alloc(2, 5 * MiB, A + 6 * MiB), free_of(2), free_of(1)});
+  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc_at(1, 5 * MiB, A),
+                            alloc_at(2, 5 * MiB, A + 6 * MiB), with_op(Op::Free, 2), with_op(Op::Free, 1)});
   const ValidationReport r = validate_replay(t);
   EXPECT_FALSE(r.exact);
   EXPECT_EQ(r.allocs_recorded, 2u);
