@@ -100,8 +100,7 @@ int cmd_check(int argc, char** argv) {
       std::unique_ptr<Device> device = make_device(device_spec);
       create_policy(spec, *device);
     }
-    TraceReadOptions read_options;
-    read_options.device_index = device_index;
+    const TraceReadOptions read_options{.device_index = device_index};
     const Trace trace = read_trace(trace_path, read_options);
     std::vector<ReplayResult> runs;
     for (const std::string& spec : specs) {

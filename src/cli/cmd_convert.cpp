@@ -20,8 +20,7 @@ int cmd_convert(int argc, char** argv) {
   if (!parse_command_line(argc, argv, "usage: fraglab convert TRACE -o OUT.jsonl[.gz]", options, positional, vm)) {
     return 0;
   }
-  TraceReadOptions read_options;
-  read_options.device_index = device_index;
+  const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = read_trace(trace_path, read_options);
   if (out_path == "-") {
     write_jsonl(trace, std::cout);

@@ -36,8 +36,7 @@ int cmd_diff(int argc, char** argv) {
     std::unique_ptr<Device> device = make_device(device_spec);
     create_policy(spec, *device);  // a bad spec fails before the traces are read
   }
-  TraceReadOptions read_options;
-  read_options.device_index = device_index;
+  const TraceReadOptions read_options{.device_index = device_index};
   const Trace a = read_trace(paths[0], read_options);
   const Trace b = read_trace(paths[1], read_options);
   const TraceDiff diff = diff_traces(a, b, spec, [&device_spec] { return make_device(device_spec); });

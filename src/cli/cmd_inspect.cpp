@@ -84,8 +84,7 @@ int cmd_inspect(int argc, char** argv) {
                           positional, vm)) {
     return 0;
   }
-  TraceReadOptions read_options;
-  read_options.device_index = device_index;
+  const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = read_trace(trace_path, read_options);
   const TraceSummary s = summarize(trace);
   const nlohmann::json j = inspect_json(trace, s);

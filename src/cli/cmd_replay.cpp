@@ -57,8 +57,7 @@ int cmd_replay(int argc, char** argv) {
     std::unique_ptr<Device> device = make_device(device_spec);
     create_policy(spec, *device);
   }
-  TraceReadOptions read_options;
-  read_options.device_index = device_index;
+  const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = read_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
 

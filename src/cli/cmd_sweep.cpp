@@ -157,8 +157,7 @@ int cmd_sweep(int argc, char** argv) {
     for (const SweepRow& row : stream->existing()) done.emplace(row_key(row), &row);
   }
 
-  TraceReadOptions read_options;
-  read_options.device_index = device_index;
+  const TraceReadOptions read_options{.device_index = device_index};
   const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
 
   // Runs in trace-major grid order; the shard takes every N-th one.

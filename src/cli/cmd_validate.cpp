@@ -40,8 +40,7 @@ int cmd_validate(int argc, char** argv) {
   // Without --device-index every GPU of a multi-GPU snapshot is validated, each on its own.
   std::vector<std::pair<int, Trace>> traces;
   if (device_index >= 0) {
-    TraceReadOptions read_options;
-    read_options.device_index = device_index;
+    const TraceReadOptions read_options{.device_index = device_index};
     traces.emplace_back(device_index, read_trace(trace_path, read_options));
   } else {
     traces = read_trace_devices(trace_path);
@@ -54,12 +53,14 @@ int cmd_validate(int argc, char** argv) {
     j = validation_json(reports.front());
   } else {
     // The stable keys hold the totals (peaks: the largest device's), with one report per device.
-    j = validation_json(reports.front());
+    std::vector<nlohmann::json> per_device;
+    for (const ValidationReport& r : reports) per_device.push_back(validation_json(r));
+    j = per_device.front();
     for (const char* key : {"segment_events_recorded", "segment_events_simulated", "segment_events_matched",
                             "allocs_recorded", "alloc_addresses_matched", "reserved_checks", "reserved_matched",
                             "ooms_recorded", "ooms_simulated", "retries_simulated", "empty_cache_inferred"}) {
       std::uint64_t total = 0;
-      for (const ValidationReport& r : reports) total += validation_json(r)[key].get<std::uint64_t>();
+      for (const nlohmann::json& d : per_device) total += d[key].get<std::uint64_t>();
       j[key] = total;
     }
     Bytes peak_recorded = 0, peak_simulated = 0;
@@ -69,7 +70,7 @@ int cmd_validate(int argc, char** argv) {
     for (size_t i = 0; i < reports.size(); ++i) {
       peak_recorded = std::max(peak_recorded, reports[i].peak_reserved_recorded);
       peak_simulated = std::max(peak_simulated, reports[i].peak_reserved_simulated);
-      nlohmann::json device = validation_json(reports[i]);
+      nlohmann::json device = std::move(per_device[i]);
       device["device"] = traces[i].first;
       if (!reports[i].exact && exact) {
         j["first_divergence"] = device["first_divergence"];
