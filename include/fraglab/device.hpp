@@ -20,7 +20,8 @@
 
 namespace fraglab {
 
-enum class DeviceCall : std::uint8_t { Malloc, Free, Map, Unmap };
+// MapAlias/UnmapAlias map pages that are already mapped elsewhere a second time (no new memory).
+enum class DeviceCall : std::uint8_t { Malloc, Free, Map, Unmap, MapAlias, UnmapAlias };
 
 class DeviceListener {
  public:
@@ -37,6 +38,8 @@ struct DeviceCounters {
   std::uint64_t unmap_calls = 0;
   std::uint64_t reserve_calls = 0;
   std::uint64_t release_calls = 0;
+  std::uint64_t alias_map_calls = 0;
+  std::uint64_t alias_unmap_calls = 0;
 };
 
 class Device {
@@ -63,6 +66,16 @@ class Device {
   void release_range(Addr addr);
   bool map(Addr addr, Bytes size);  // size: a multiple of granularity(); false = out of memory
   void unmap(Addr addr, Bytes size);
+  // Virtual-memory stitching (GMLake, anchors.md §1.1): maps the physical pages mapped at
+  // [source, source + size) a second time at `addr` (inside a reserved range), as cuMemMap of the
+  // same allocation handles does. No new memory, so reserved bytes do not change. The source
+  // pages must stay mapped while an alias of them is mapped.
+  void map_alias(Addr addr, Bytes size, Addr source);
+  void unmap_alias(Addr addr, Bytes size);
+
+  // True when every byte of [addr, addr + size) is backed by memory: inside a live malloc range,
+  // mapped pages or mapped aliases. For invariant checks, not for policies.
+  virtual bool is_backed(Addr addr, Bytes size) const = 0;
 
   Bytes reserved() const { return reserved_; }
   Bytes peak_reserved() const { return peak_reserved_; }
@@ -80,6 +93,8 @@ class Device {
   virtual void do_release_range(Addr addr) = 0;
   virtual bool do_map(Addr addr, Bytes size) = 0;
   virtual void do_unmap(Addr addr, Bytes size) = 0;
+  virtual void do_map_alias(Addr addr, Bytes size, Addr source) = 0;
+  virtual void do_unmap_alias(Addr addr, Bytes size) = 0;
   // Bytes a successful malloc of `size` adds to reserved (the driver's own rounding).
   virtual Bytes malloc_footprint(Bytes size) const = 0;
 

@@ -57,7 +57,9 @@ class Policy {
  public:
   virtual ~Policy() = default;
 
-  // Offline policies may look at the whole trace before the replay; others ignore it.
+  // Offline policies may look at the whole trace before the replay; others ignore it. The order
+  // of the calls that follow is fixed (see fraglab/planned_requests.hpp), so such a policy knows
+  // which request of the trace each allocate() is.
   virtual void prepare(const Trace& /*trace*/) {}
   // Rebuilds the state a cut-off trace starts from. Returns one Block per initial allocation, in
   // the order given. The default allocates each initial allocation as a normal request.
@@ -101,6 +103,9 @@ struct PolicyInfo {
   // Builds the policy from the OPTIONS part of "NAME:OPTIONS" (may be empty). Throws InputError
   // naming the key and the accepted values on a bad option.
   std::function<std::unique_ptr<Policy>(std::string_view options, Device& device)> create;
+  // The policy reads the trace's tags (param, grad, ...): it refuses an untagged trace, and runs
+  // of "every policy" leave it out on one.
+  bool needs_tags = false;
 };
 
 class PolicyRegistry {

@@ -57,6 +57,8 @@ struct ReplayPoint {
 class ReplayObserver {
  public:
   virtual ~ReplayObserver() = default;
+  // One call per initial allocation the policy adopted (before on_start).
+  virtual void on_initial_block(const InitialAllocation& /*allocation*/, const Block& /*block*/) {}
   // After the initial state is rebuilt, before event 0.
   virtual void on_start(const Trace& /*trace*/, const Policy& /*policy*/) {}
   virtual void on_event(const ReplayPoint& point) = 0;

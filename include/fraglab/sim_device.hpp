@@ -6,7 +6,8 @@
 //  - cudaMalloc reserves its size rounded up to kMallocAlignment (the driver packs small
 //    allocations into shared pages; we do not model the driver's own fragmentation), and fails
 //    when that would exceed the memory left, like cudaMalloc's cudaErrorMemoryAllocation;
-//  - VMM pages are granularity() = 2 MiB; map/unmap sizes must be whole pages;
+//  - VMM pages are granularity() = 2 MiB; map/unmap sizes must be whole pages; an alias maps
+//    already-mapped pages a second time and costs no memory;
 //  - addresses: a request for a specific address is honoured when the range is free; otherwise
 //    ranges are placed by a bump pointer from kBaseAddress (2 MiB aligned for ranges of at
 //    least a page), so the same calls always give the same addresses.
@@ -43,6 +44,7 @@ class SimDevice final : public Device {
   Bytes free_memory() const override { return config_.capacity - config_.external - physical_in_use_; }
   // Physical bytes in use by malloc ranges and mapped pages (what capacity limits).
   Bytes physical_in_use() const { return physical_in_use_; }
+  bool is_backed(Addr addr, Bytes size) const override;
 
   // Validation replays hand out the addresses a recorded run got: the next malloc (or
   // reserve_range) that asks for no particular address is placed at the hinted one when that
@@ -61,6 +63,8 @@ class SimDevice final : public Device {
   void do_release_range(Addr addr) override;
   bool do_map(Addr addr, Bytes size) override;
   void do_unmap(Addr addr, Bytes size) override;
+  void do_map_alias(Addr addr, Bytes size, Addr source) override;
+  void do_unmap_alias(Addr addr, Bytes size) override;
   Bytes malloc_footprint(Bytes size) const override;
 
  private:
@@ -71,12 +75,19 @@ class SimDevice final : public Device {
   bool range_is_free(Addr addr, Bytes size) const;
   Addr place(Bytes size, Addr at);
   const std::pair<const Addr, Range>* containing_vmm_range(Addr addr, Bytes size) const;
+  bool overlaps_mapping(Addr addr, Bytes size) const;  // mapped pages or aliases
+  bool aliased(Addr addr, Bytes size) const;           // some alias's source overlaps
 
   SimDeviceConfig config_;
   Bytes physical_in_use_ = 0;
   Addr next_address_ = kBaseAddress;
   std::map<Addr, Range> ranges_;          // address space in use, by start address
   std::map<Addr, Bytes> mapped_pages_;    // mapped runs (page multiples), by start address
+  struct Alias {
+    Bytes size;
+    Addr source;
+  };
+  std::map<Addr, Alias> aliases_;  // mapped aliases, by start address (never merged)
   std::deque<Addr> malloc_hints_;
   std::deque<Addr> range_hints_;
 };

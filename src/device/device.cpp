@@ -67,4 +67,16 @@ void Device::unmap(Addr addr, Bytes size) {
   notify(DeviceCall::Unmap, addr, size);
 }
 
+void Device::map_alias(Addr addr, Bytes size, Addr source) {
+  do_map_alias(addr, size, source);
+  ++counters_.alias_map_calls;
+  notify(DeviceCall::MapAlias, addr, size);
+}
+
+void Device::unmap_alias(Addr addr, Bytes size) {
+  do_unmap_alias(addr, size);
+  ++counters_.alias_unmap_calls;
+  notify(DeviceCall::UnmapAlias, addr, size);
+}
+
 }  // namespace fraglab

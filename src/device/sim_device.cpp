@@ -5,7 +5,9 @@
 //    mapped;
 //  - mapped_pages_ holds disjoint, non-adjacent runs (adjacent runs are merged), each inside one
 //    VMM range, each a whole number of pages;
-//  - physical_in_use_ = Σ malloc footprints + Σ mapped run sizes ≤ capacity − external.
+//  - physical_in_use_ = Σ malloc footprints + Σ mapped run sizes ≤ capacity − external;
+//  - aliases_ never overlap each other or mapped runs, each lies inside one VMM range, and the
+//    source of each lies inside one mapped run, which cannot be unmapped while the alias lives.
 // Misuse by a policy (freeing an unknown address, unmapping what is not mapped) is a bug in the
 // policy, not bad input: it throws std::logic_error.
 #include "fraglab/sim_device.hpp"
@@ -113,8 +115,7 @@ void SimDevice::do_release_range(Addr addr) {
   if (it == ranges_.end() || !it->second.vmm) {
     throw std::logic_error(fmt::format("sim device: release of 0x{:x}, not a reserved range", addr));
   }
-  auto mapped = mapped_pages_.lower_bound(addr);
-  if (mapped != mapped_pages_.end() && mapped->first < addr + it->second.size) {
+  if (overlaps_mapping(addr, it->second.size)) {
     throw std::logic_error(fmt::format("sim device: release of 0x{:x} while pages are mapped", addr));
   }
   ranges_.erase(it);
@@ -135,11 +136,10 @@ bool SimDevice::do_map(Addr addr, Bytes size) {
         fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range",
                     size, addr));
   }
-  auto next = mapped_pages_.lower_bound(addr);
-  if ((next != mapped_pages_.end() && next->first < addr + size) ||
-      (next != mapped_pages_.begin() && std::prev(next)->first + std::prev(next)->second > addr)) {
+  if (overlaps_mapping(addr, size)) {
     throw std::logic_error(fmt::format("sim device: map at 0x{:x} overlaps mapped pages", addr));
   }
+  auto next = mapped_pages_.lower_bound(addr);
   if (size > config_.capacity - config_.external - physical_in_use_) return false;
   physical_in_use_ += size;
   // Merge with adjacent runs so the run set stays canonical.
@@ -167,6 +167,10 @@ void SimDevice::do_unmap(Addr addr, Bytes size) {
     throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x}: not mapped", size, addr));
   }
   auto run = std::prev(next);
+  if (aliased(addr, size)) {
+    throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x} while an alias maps them",
+                                       size, addr));
+  }
   const Addr run_start = run->first;
   const Bytes run_size = run->second;
   if (addr + size > run_start + run_size) {
@@ -176,6 +180,72 @@ void SimDevice::do_unmap(Addr addr, Bytes size) {
   if (addr > run_start) mapped_pages_[run_start] = addr - run_start;
   if (addr + size < run_start + run_size) mapped_pages_[addr + size] = run_start + run_size - addr - size;
   physical_in_use_ -= size;
+}
+
+bool SimDevice::overlaps_mapping(Addr addr, Bytes size) const {
+  auto next = mapped_pages_.lower_bound(addr);
+  if (next != mapped_pages_.end() && next->first < addr + size) return true;
+  if (next != mapped_pages_.begin() && std::prev(next)->first + std::prev(next)->second > addr) return true;
+  auto alias = aliases_.lower_bound(addr);
+  if (alias != aliases_.end() && alias->first < addr + size) return true;
+  return alias != aliases_.begin() && std::prev(alias)->first + std::prev(alias)->second.size > addr;
+}
+
+bool SimDevice::aliased(Addr addr, Bytes size) const {
+  // Sources may overlap one another (one page can back several stitched blocks over time), so
+  // this scans; policies keep few aliases.
+  for (const auto& [start, alias] : aliases_) {
+    if (alias.source < addr + size && alias.source + alias.size > addr) return true;
+  }
+  return false;
+}
+
+void SimDevice::do_map_alias(Addr addr, Bytes size, Addr source) {
+  if (size == 0 || size % kPage != 0 || containing_vmm_range(addr, size) == nullptr) {
+    throw std::logic_error(fmt::format(
+        "sim device: alias of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
+  }
+  auto run = mapped_pages_.upper_bound(source);
+  if (run == mapped_pages_.begin() || std::prev(run)->first + std::prev(run)->second < source + size) {
+    throw std::logic_error(fmt::format("sim device: alias of 0x{:x}: source 0x{:x} (+{}) is not mapped", addr,
+                                       source, size));
+  }
+  if (overlaps_mapping(addr, size)) {
+    throw std::logic_error(fmt::format("sim device: alias at 0x{:x} overlaps mapped pages", addr));
+  }
+  aliases_.emplace(addr, Alias{size, source});
+}
+
+void SimDevice::do_unmap_alias(Addr addr, Bytes size) {
+  auto it = aliases_.find(addr);
+  if (it == aliases_.end() || it->second.size != size) {
+    throw std::logic_error(fmt::format("sim device: unmap of alias 0x{:x} (+{}): no such alias", addr, size));
+  }
+  aliases_.erase(it);
+}
+
+bool SimDevice::is_backed(Addr addr, Bytes size) const {
+  auto range = ranges_.upper_bound(addr);
+  if (range == ranges_.begin()) return false;
+  --range;
+  if (addr + size > range->first + range->second.size) return false;
+  if (!range->second.vmm) return true;
+  // Inside a VMM range: walk the mapped runs and aliases that cover it, in address order.
+  Addr at = addr;
+  while (at < addr + size) {
+    auto run = mapped_pages_.upper_bound(at);
+    if (run != mapped_pages_.begin() && std::prev(run)->first + std::prev(run)->second > at) {
+      at = std::prev(run)->first + std::prev(run)->second;
+      continue;
+    }
+    auto alias = aliases_.upper_bound(at);
+    if (alias != aliases_.begin() && std::prev(alias)->first + std::prev(alias)->second.size > at) {
+      at = std::prev(alias)->first + std::prev(alias)->second.size;
+      continue;
+    }
+    return false;
+  }
+  return true;
 }
 
 Bytes parse_byte_size(std::string_view text, std::string_view what) {

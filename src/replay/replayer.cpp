@@ -82,6 +82,7 @@ ReplayResult Replayer::run(std::string policy_spec) {
       continue;
     }
     slot.block = *initial_blocks[i];
+    for (ReplayObserver* o : observers_) o->on_initial_block(a, slot.block);
     slot.free_requested = a.free_requested;
     requested += a.requested;
     if (!a.free_requested) allocated += slot.block.size;

@@ -136,7 +136,7 @@ class CallRecorder final : public DeviceListener, public ReplayObserver {
   bool started = false;
 
   void on_device_call(DeviceCall call, Addr addr, Bytes size) override {
-    if (!started) return;  // the start state being rebuilt is not part of the comparison
+    if (!started || call > DeviceCall::Unmap) return;  // the start state is not compared; nor aliases
     static constexpr Op kOps[] = {Op::SegmentAlloc, Op::SegmentFree, Op::SegmentMap, Op::SegmentUnmap};
     actions.push_back({kOps[static_cast<int>(call)], addr, size, requests, current_event});
   }

@@ -102,6 +102,51 @@ TEST(SimDevice, MisuseIsALogicError) {
   EXPECT_THROW(device.map(*range + 8 * MiB, 4 * MiB), std::logic_error);  // past the range end
 }
 
+// Stitching (GMLake): pages mapped in two ranges are aliased into a third; the alias costs no
+// memory, and the pages it shows cannot be unmapped under it.
+TEST(SimDevice, AliasesMapPagesTwiceWithoutReservingMore) {
+  SimDevice device({.capacity = 64 * MiB, .external = 0});
+  auto a = device.reserve_range(4 * MiB);
+  auto b = device.reserve_range(2 * MiB);
+  auto stitched = device.reserve_range(6 * MiB);
+  ASSERT_TRUE(a && b && stitched);
+  ASSERT_TRUE(device.map(*a, 4 * MiB));
+  ASSERT_TRUE(device.map(*b, 2 * MiB));
+  Recorder rec;
+  device.add_listener(&rec);
+  device.map_alias(*stitched, 4 * MiB, *a);
+  device.map_alias(*stitched + 4 * MiB, 2 * MiB, *b);
+  EXPECT_EQ(device.reserved(), 6 * MiB);  // 4 + 2 MiB of pages; the alias adds nothing
+  EXPECT_EQ(device.physical_in_use(), 6 * MiB);
+  EXPECT_EQ(device.counters().alias_map_calls, 2u);
+  EXPECT_EQ(device.device_allocs(), 2u);  // the two maps; aliases are not new memory
+  EXPECT_TRUE(device.is_backed(*stitched + 1 * MiB, 4 * MiB));  // spans both aliases
+  EXPECT_THROW(device.unmap(*b, 2 * MiB), std::logic_error);    // still aliased
+  EXPECT_THROW(device.release_range(*stitched), std::logic_error);
+  EXPECT_THROW(device.map_alias(*stitched, 2 * MiB, *b), std::logic_error);  // overlaps an alias
+  device.unmap_alias(*stitched + 4 * MiB, 2 * MiB);
+  device.unmap(*b, 2 * MiB);
+  EXPECT_FALSE(device.is_backed(*stitched + 1 * MiB, 4 * MiB));
+  EXPECT_EQ(device.reserved(), 4 * MiB);
+  ASSERT_EQ(rec.calls.size(), 4u);
+  EXPECT_EQ(rec.calls[2], std::make_tuple(DeviceCall::UnmapAlias, *stitched + 4 * MiB, 2 * MiB));
+  EXPECT_THROW(device.map_alias(*stitched + 4 * MiB, 2 * MiB, *b), std::logic_error);  // source gone
+}
+
+TEST(SimDevice, IsBackedCoversMallocRangesAndMappedPagesOnly) {
+  SimDevice device;
+  auto m = device.malloc(1000);
+  auto r = device.reserve_range(6 * MiB);
+  ASSERT_TRUE(m && r && device.map(*r, 2 * MiB) && device.map(*r + 4 * MiB, 2 * MiB));
+  EXPECT_TRUE(device.is_backed(*m, 1000));
+  EXPECT_TRUE(device.is_backed(*m + 512, 512));   // the 1024-byte footprint
+  EXPECT_FALSE(device.is_backed(*m, 2000));
+  EXPECT_TRUE(device.is_backed(*r, 2 * MiB));
+  EXPECT_FALSE(device.is_backed(*r + 1 * MiB, 2 * MiB));  // runs into the unmapped middle page
+  EXPECT_TRUE(device.is_backed(*r + 4 * MiB, 1));
+  EXPECT_FALSE(device.is_backed(SimDevice::kBaseAddress - 4096, 16));
+}
+
 TEST(SimDeviceSpec, ParsesCapacityAndExternal) {
   EXPECT_EQ(parse_sim_device("sim").capacity, 80 * GiB);
   EXPECT_EQ(parse_sim_device("sim:40GiB").capacity, 40 * GiB);

@@ -24,7 +24,7 @@ class Recorder final : public DeviceListener, public ReplayObserver {
  public:
   explicit Recorder(Trace& out) : out_(out) {}
   void on_device_call(DeviceCall call, Addr addr, Bytes size) override {
-    if (!started_) return;
+    if (!started_ || call > DeviceCall::Unmap) return;
     static constexpr Op kOps[] = {Op::SegmentAlloc, Op::SegmentFree, Op::SegmentMap, Op::SegmentUnmap};
     Event e;
     e.op = kOps[static_cast<int>(call)];

@@ -1,0 +1,74 @@
+// InvariantChecker: what must hold for every policy, checked during any replay
+// (`--check-invariants`; the property tests attach it to every run):
+//  1. no two live blocks overlap;
+//  2. every block lies inside memory the device backs (a malloc range, mapped pages or aliases),
+//     and the device never frees or unmaps memory under a live block;
+//  3. a block is at least as large as the request;
+//  4. reserved memory never exceeds the device's capacity.
+// A block is live from its alloc until its free *completes*. A block whose free was requested
+// but not completed may be reused or released only in an event in which the policy flushed its
+// cache (num_alloc_retries grew): PyTorch's flush synchronises every stream first (cca-spec §7).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fraglab/device.hpp"
+#include "fraglab/replay.hpp"
+
+namespace fraglab {
+
+class InvariantChecker final : public ReplayObserver, public DeviceListener {
+ public:
+  static constexpr std::size_t kKeptViolations = 20;
+
+  // Registers itself as a listener of `device` (and removes itself when destroyed).
+  explicit InvariantChecker(Device& device);
+  ~InvariantChecker() override;
+  InvariantChecker(const InvariantChecker&) = delete;
+  InvariantChecker& operator=(const InvariantChecker&) = delete;
+
+  void on_initial_block(const InitialAllocation& allocation, const Block& block) override;
+  void on_start(const Trace& trace, const Policy& policy) override;
+  void on_event(const ReplayPoint& point) override;
+  void on_finish() override;
+  void on_device_call(DeviceCall call, Addr addr, Bytes size) override;
+
+  bool ok() const { return violation_count_ == 0; }
+  std::uint64_t violation_count() const { return violation_count_; }
+  // The first kKeptViolations, one line each, naming the event.
+  const std::vector<std::string>& violations() const { return violations_; }
+
+ private:
+  struct Live {
+    Block block;
+    AllocId id = 0;
+    bool free_requested = false;
+  };
+  void add_block(AllocId id, const Block& block, Bytes requested, bool free_requested);
+  void remove_block(AllocId id);
+  // The live block overlapping [addr, addr + size), if any (blocks never overlap one another).
+  const Live* overlapping(Addr addr, Bytes size) const;
+  void violation(const std::string& text);  // prefixed with where_
+
+  Device& device_;
+  const Policy* policy_ = nullptr;
+  const Event* event_ = nullptr;  // the event being checked; nullptr while adopting
+  std::uint64_t event_index_ = 0;
+  std::uint64_t retries_seen_ = 0;
+  std::map<Addr, Live> by_address_;
+  std::unordered_map<AllocId, Addr> address_of_;
+  struct Release {
+    DeviceCall call;
+    Addr addr;
+    Bytes size;
+  };
+  std::vector<Release> pending_releases_;  // device frees/unmaps during the current event
+  std::uint64_t violation_count_ = 0;
+  std::vector<std::string> violations_;
+};
+
+}  // namespace fraglab

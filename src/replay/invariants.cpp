@@ -1,0 +1,131 @@
+// InvariantChecker: see include/fraglab/invariants.hpp for the invariants and why the exception
+// for cache flushes exists.
+//
+// Device frees and unmaps are collected while an event runs and checked after it, once the
+// event's own free has been applied: a policy releasing the block the program just freed is fine.
+#include "fraglab/invariants.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace fraglab {
+namespace {
+
+Bytes extent(Bytes size) { return std::max<Bytes>(size, 1); }  // a 0-byte block still has an address
+
+std::string block_text(const Block& b) { return fmt::format("[0x{:x}, +{})", b.addr, b.size); }
+
+}  // namespace
+
+InvariantChecker::InvariantChecker(Device& device) : device_(device) { device_.add_listener(this); }
+
+InvariantChecker::~InvariantChecker() { device_.remove_listener(this); }
+
+void InvariantChecker::violation(const std::string& text) {
+  ++violation_count_;
+  if (violations_.size() >= kKeptViolations) return;
+  if (event_ == nullptr) {
+    violations_.push_back("initial state: " + text);
+  } else {
+    violations_.push_back(fmt::format("event {} ({} id={}): {}", event_index_, op_name(event_->op), event_->id, text));
+  }
+}
+
+const InvariantChecker::Live* InvariantChecker::overlapping(Addr addr, Bytes size) const {
+  auto next = by_address_.lower_bound(addr);
+  if (next != by_address_.end() && next->first < addr + extent(size)) return &next->second;
+  if (next != by_address_.begin()) {
+    const Live& prev = std::prev(next)->second;
+    if (prev.block.addr + extent(prev.block.size) > addr) return &prev;
+  }
+  return nullptr;
+}
+
+void InvariantChecker::add_block(AllocId id, const Block& block, Bytes requested, bool free_requested) {
+  if (block.size < requested) {
+    violation(fmt::format("block {} is smaller than the {} bytes requested", block_text(block), requested));
+  }
+  if (block.size > 0 && !device_.is_backed(block.addr, block.size)) {
+    violation(fmt::format("block {} lies outside the memory the device backs", block_text(block)));
+  }
+  // Blocks awaiting free completion may be reused only by a flush (which synchronises streams).
+  const bool flushed = policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_;
+  while (const Live* other = overlapping(block.addr, block.size)) {
+    if (!other->free_requested || !flushed) {
+      violation(fmt::format("block {} overlaps live block id={} {}{}", block_text(block), other->id,
+                            block_text(other->block), other->free_requested ? " (free not completed)" : ""));
+      break;
+    }
+    remove_block(other->id);
+  }
+  if (overlapping(block.addr, block.size) != nullptr) return;  // reported; keep the first holder
+  by_address_.emplace(block.addr, Live{block, id, free_requested});
+  address_of_[id] = block.addr;
+}
+
+void InvariantChecker::remove_block(AllocId id) {
+  auto it = address_of_.find(id);
+  if (it == address_of_.end()) return;
+  auto live = by_address_.find(it->second);
+  if (live != by_address_.end() && live->second.id == id) by_address_.erase(live);
+  address_of_.erase(it);
+}
+
+void InvariantChecker::on_initial_block(const InitialAllocation& allocation, const Block& block) {
+  add_block(allocation.id, block, allocation.requested, allocation.free_requested);
+}
+
+void InvariantChecker::on_start(const Trace& /*trace*/, const Policy& policy) {
+  policy_ = &policy;
+  retries_seen_ = policy.counters().num_alloc_retries;
+  pending_releases_.clear();  // calls made while the start state was rebuilt
+}
+
+void InvariantChecker::on_device_call(DeviceCall call, Addr addr, Bytes size) {
+  if (call == DeviceCall::Free || call == DeviceCall::Unmap || call == DeviceCall::UnmapAlias) {
+    pending_releases_.push_back({call, addr, size});
+  }
+}
+
+void InvariantChecker::on_event(const ReplayPoint& p) {
+  const Event& e = *p.event;
+  event_ = p.event;
+  event_index_ = p.event_index;
+  if (e.op == Op::Free || e.op == Op::FreeCompleted) remove_block(e.id);
+  if (e.op == Op::FreeRequested) {
+    auto it = address_of_.find(e.id);
+    if (it != address_of_.end()) by_address_[it->second].free_requested = true;
+  }
+  const bool flushed = policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_;
+  for (const Release& r : pending_releases_) {
+    const Live* under = overlapping(r.addr, r.size);
+    if (under == nullptr) continue;
+    if (under->free_requested && flushed) {
+      remove_block(under->id);
+      continue;
+    }
+    static constexpr const char* kNames[] = {"malloc", "free", "map", "unmap", "alias map", "alias unmap"};
+    violation(fmt::format("device {} of [0x{:x}, +{}) under live block id={} {}",
+                          kNames[static_cast<int>(r.call)], r.addr, r.size, under->id, block_text(under->block)));
+  }
+  pending_releases_.clear();
+  if (e.op == Op::Alloc && p.block != nullptr) add_block(e.id, *p.block, e.size, false);
+  if (p.reserved > device_.capacity()) {
+    violation(fmt::format("reserved {} bytes exceeds the device capacity {}", p.reserved,
+                          device_.capacity()));
+  }
+  if (policy_ != nullptr) retries_seen_ = policy_->counters().num_alloc_retries;
+}
+
+void InvariantChecker::on_finish() {
+  if (device_.peak_reserved() > device_.capacity()) {
+    ++violation_count_;
+    if (violations_.size() < kKeptViolations) {
+      violations_.push_back(fmt::format("at the end: peak reserved {} bytes exceeds the device capacity {}",
+                                        device_.peak_reserved(), device_.capacity()));
+    }
+  }
+}
+
+}  // namespace fraglab
