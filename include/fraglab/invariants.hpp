@@ -5,9 +5,10 @@
 //     and the device never frees or unmaps memory under a live block;
 //  3. a block is at least as large as the request;
 //  4. reserved memory never exceeds the device's capacity.
-// A block is live from its alloc until its free *completes*. A block whose free was requested
-// but not completed may be reused or released only in an event in which the policy flushed its
-// cache (num_alloc_retries grew): PyTorch's flush synchronises every stream first (cca-spec §7).
+// A block is live from its alloc until its free *completes*, with one exception: once the policy
+// flushes its cache (num_alloc_retries grows), blocks whose free was requested are free, because
+// PyTorch's flush synchronises every stream first (cca-spec §7) and may reuse them before the
+// trace's free_completed arrives.
 #pragma once
 
 #include <cstdint>

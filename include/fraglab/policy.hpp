@@ -76,6 +76,9 @@ class Policy {
     free_completed(block);
   }
   virtual void empty_cache() {}
+  // A `mark` event of the trace (step / phase boundary). Policies that model synchronisation
+  // points (cuda_async) use it; the default ignores it.
+  virtual void mark(std::string_view /*label*/, std::string_view /*value*/) {}
 
   virtual PolicyCounters counters() const = 0;
   // Policy-specific statistics in a stable order, e.g. PyTorch's memory_stats() keys.

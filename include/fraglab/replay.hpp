@@ -78,6 +78,9 @@ struct ReplayResult {
   double seconds = 0;  // wall time of the replay loop (informational; not deterministic)
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats;
   std::vector<std::string> notes;  // the policy's notes on its options
+  // Set when the run was watched by an InvariantChecker: how many violations, and the first few.
+  std::optional<std::uint64_t> invariant_violations;
+  std::vector<std::string> invariant_messages;
 };
 
 class Replayer {

@@ -32,6 +32,18 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options = 
 std::string results_table(const TraceSummary& summary, const std::vector<ReplayResult>& runs,
                           const ReportOptions& options = {});
 
+// `fraglab compare`: runs ordered for comparison — runs that served every request first, then by
+// peak reserved (then by spec, so the order is deterministic).
+std::vector<ReplayResult> order_for_comparison(std::vector<ReplayResult> runs);
+// peak_reserved / lower_bound - 1 (0 when the bound is 0).
+double overhead_over(Bytes peak_reserved, Bytes lower_bound);
+// One row per run plus the lower bound (peak requested bytes) as its own row.
+std::string compare_table(const TraceSummary& summary, const std::vector<ReplayResult>& runs,
+                          const ReportOptions& options = {});
+// results_json plus "lower_bound_bytes" and, per run, "overhead_over_lower_bound".
+nlohmann::json compare_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
+                            const std::vector<ReplayResult>& runs, const ReportOptions& options = {});
+
 // "1.50 GiB", "512.00 MiB", "12 B": binary units, two decimals.
 std::string format_bytes(Bytes bytes);
 

@@ -1,4 +1,5 @@
 // fraglab replay TRACE [-p SPEC]... [--device ...] [--json FILE|-] [--timeline FILE] [--stats]
+//                [--check-invariants]
 #include <fmt/format.h>
 
 #include <fstream>
@@ -32,6 +33,9 @@ int cmd_replay(int argc, char** argv) {
       ("timeline-every", po::value(&timeline_every), "sample the timeline every N events (segment changes always kept)")
       ("stats", "print the policy's detailed statistics (torch.cuda.memory_stats() names for pytorch)")
       ("stop-on-oom", "end a replay at its first out-of-memory")
+      ("check-invariants",
+       "check after every event that no live blocks overlap, blocks lie in reserved memory and are at least "
+       "the request, and reserved <= capacity; exit 1 on a violation")
       ("timing", "add replay time and events/s (not deterministic)");
   po::positional_options_description positional;
   positional.add("trace", 1);
@@ -42,9 +46,7 @@ int cmd_replay(int argc, char** argv) {
       "fragmentation at peak, retries and OOMs.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
 
-  if (specs.empty()) {
-    for (const PolicyInfo* info : PolicyRegistry::instance().all()) specs.push_back(info->name);
-  }
+  const bool default_policies = specs.empty();
   if (vm.count("memory-fraction")) {
     for (std::string& spec : specs) {
       if (policy_name(spec) != "pytorch") continue;
@@ -60,12 +62,16 @@ int cmd_replay(int argc, char** argv) {
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = read_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
+  std::vector<std::string> skipped;
+  if (default_policies) specs = default_policy_specs(trace, skipped);
 
   ReportOptions report;
   report.include_stats = vm.count("stats") > 0;
   report.include_timing = vm.count("timing") > 0;
-  ReplayOptions replay_options;
-  replay_options.stop_on_oom = vm.count("stop-on-oom") > 0;
+  RunSettings settings;
+  settings.device_spec = device_spec;
+  settings.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
+  settings.check_invariants = vm.count("check-invariants") > 0;
 
   std::ofstream timeline;
   if (!timeline_path.empty()) {
@@ -75,15 +81,9 @@ int cmd_replay(int argc, char** argv) {
   }
   std::vector<ReplayResult> results;
   for (const std::string& spec : specs) {
-    std::unique_ptr<Device> device = make_device(device_spec);
-    std::unique_ptr<Policy> policy = create_policy(spec, *device);
-    Replayer replayer(trace, *policy, *device, replay_options);
     std::unique_ptr<TimelineWriter> writer;
-    if (timeline.is_open()) {
-      writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every);
-      replayer.add_observer(writer.get());
-    }
-    results.push_back(replayer.run(spec));
+    if (timeline.is_open()) writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every);
+    results.push_back(replay_policy(trace, spec, settings, writer.get()));
   }
 
   const bool json_to_stdout = json_path == "-";
@@ -94,6 +94,7 @@ int cmd_replay(int argc, char** argv) {
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}\n", trace.name, summary.events,
                              summary.allocs, device_spec);
     std::cout << results_table(summary, results, report);
+    for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : results) {
       for (const std::string& note : r.notes) std::cout << fmt::format("{}: note: {}\n", r.policy, note);
       if (!r.ooms.empty()) {
@@ -106,7 +107,7 @@ int cmd_replay(int argc, char** argv) {
       }
     }
   }
-  return 0;
+  return report_invariant_violations(results) ? 1 : 0;
 }
 
 }  // namespace fraglab::cli

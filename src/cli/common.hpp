@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fraglab/device.hpp"
+#include "fraglab/replay.hpp"
 #include "fraglab/report.hpp"
 #include "fraglab/trace.hpp"
 #include "fraglab/trace_io.hpp"
@@ -29,6 +30,7 @@ int cmd_sweep(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
 int cmd_check(int argc, char** argv);
 int cmd_diff(int argc, char** argv);
+int cmd_compare(int argc, char** argv);
 
 // Parses argv against `options` (+ positional), handling --help. Returns false if help was
 // printed (the caller returns 0).
@@ -38,6 +40,21 @@ bool parse_command_line(int argc, char** argv, const std::string& usage, const p
 // "sim[:...]" -> a fresh device. Every replay gets its own.
 std::unique_ptr<Device> make_device(const std::string& spec);
 DeviceDescription describe_device(const std::string& spec);
+
+// How replay and compare run one policy spec over a trace.
+struct RunSettings {
+  std::string device_spec = "sim";
+  ReplayOptions replay;
+  bool check_invariants = false;  // attach an InvariantChecker (fraglab/invariants.hpp)
+};
+// One replay of `spec` on a fresh device; `extra` (a timeline writer) is observed too.
+ReplayResult replay_policy(const Trace& trace, const std::string& spec, const RunSettings& settings,
+                           ReplayObserver* extra = nullptr);
+// Every registered policy at its defaults, less those the trace cannot feed (a policy that needs
+// tags, on an untagged trace): one line each on why goes to `skipped`.
+std::vector<std::string> default_policy_specs(const Trace& trace, std::vector<std::string>& skipped);
+// Prints every invariant violation of `runs` to stderr; true when there was one (exit 1).
+bool report_invariant_violations(const std::vector<ReplayResult>& runs);
 
 // Writes `text` to FILE, or to stdout when FILE is "-".
 void write_output(const std::string& path, const std::string& text);

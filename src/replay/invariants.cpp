@@ -49,17 +49,11 @@ void InvariantChecker::add_block(AllocId id, const Block& block, Bytes requested
   if (block.size > 0 && !device_.is_backed(block.addr, block.size)) {
     violation(fmt::format("block {} lies outside the memory the device backs", block_text(block)));
   }
-  // Blocks awaiting free completion may be reused only by a flush (which synchronises streams).
-  const bool flushed = policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_;
-  while (const Live* other = overlapping(block.addr, block.size)) {
-    if (!other->free_requested || !flushed) {
-      violation(fmt::format("block {} overlaps live block id={} {}{}", block_text(block), other->id,
-                            block_text(other->block), other->free_requested ? " (free not completed)" : ""));
-      break;
-    }
-    remove_block(other->id);
+  if (const Live* other = overlapping(block.addr, block.size)) {
+    violation(fmt::format("block {} overlaps live block id={} {}{}", block_text(block), other->id,
+                          block_text(other->block), other->free_requested ? " (free not completed)" : ""));
+    return;  // keep the first holder
   }
-  if (overlapping(block.addr, block.size) != nullptr) return;  // reported; keep the first holder
   by_address_.emplace(block.addr, Live{block, id, free_requested});
   address_of_[id] = block.addr;
 }
@@ -98,13 +92,20 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
     if (it != address_of_.end()) by_address_[it->second].free_requested = true;
   }
   const bool flushed = policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_;
+  if (flushed) {
+    // The flush synchronised every stream: blocks awaiting free completion are free from now on.
+    for (auto it = by_address_.begin(); it != by_address_.end();) {
+      if (it->second.free_requested) {
+        address_of_.erase(it->second.id);
+        it = by_address_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   for (const Release& r : pending_releases_) {
     const Live* under = overlapping(r.addr, r.size);
     if (under == nullptr) continue;
-    if (under->free_requested && flushed) {
-      remove_block(under->id);
-      continue;
-    }
     static constexpr const char* kNames[] = {"malloc", "free", "map", "unmap", "alias map", "alias unmap"};
     violation(fmt::format("device {} of [0x{:x}, +{}) under live block id={} {}",
                           kNames[static_cast<int>(r.call)], r.addr, r.size, under->id, block_text(under->block)));

@@ -143,7 +143,11 @@ ReplayResult Replayer::run(std::string policy_spec) {
       case Op::EmptyCache:
         policy_.empty_cache();
         break;
-      default:  // marks and observed events are not inputs to a policy
+      case Op::Mark:
+        policy_.mark(trace_.string_at(static_cast<std::uint32_t>(e.id)),
+                     trace_.string_at(static_cast<std::uint32_t>(e.size)));
+        break;
+      default:  // observed events are not inputs to a policy
         break;
     }
 

@@ -29,6 +29,10 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
   }
   j["ooms"] = std::move(ooms);
   if (!run.notes.empty()) j["notes"] = run.notes;
+  if (run.invariant_violations) {
+    j["invariant_violations"] = *run.invariant_violations;
+    if (!run.invariant_messages.empty()) j["invariant_messages"] = run.invariant_messages;
+  }
   if (options.include_stats) {
     nlohmann::json stats = nlohmann::json::object();
     for (const auto& [key, value] : run.detailed_stats) stats[key] = value;

@@ -4,7 +4,7 @@
 
 #include "fraglab/check.hpp"
 #include "fraglab/types.hpp"
-#include "sweep/command.hpp"
+#include "support/command.hpp"
 
 namespace fraglab {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "sweep/command.hpp"
+#include "support/command.hpp"
 
 namespace fraglab {
 namespace {

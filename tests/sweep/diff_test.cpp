@@ -4,7 +4,7 @@
 #include "fraglab/diff.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/trace_io.hpp"
-#include "sweep/command.hpp"
+#include "support/command.hpp"
 
 namespace fraglab {
 namespace {

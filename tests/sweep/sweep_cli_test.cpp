@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fraglab/sweep.hpp"
-#include "sweep/command.hpp"
+#include "support/command.hpp"
 
 namespace fraglab {
 namespace {

@@ -1,5 +1,5 @@
 // Running the built fraglab binary from tests: to completion (exit status, stdout, stderr) or in
-// the background (a pid the test can kill). Shared by tests/sweep and tests/check.
+// the background (a pid the test can kill). Shared by the end-to-end suites.
 #pragma once
 
 #include <signal.h>

@@ -1,0 +1,59 @@
+// The side-by-side view of `fraglab compare`: every policy on one trace, against the lower bound
+// no policy can beat (peak requested bytes: what is live at once, design.md "Definitions").
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "fraglab/report.hpp"
+
+namespace fraglab {
+
+std::vector<ReplayResult> order_for_comparison(std::vector<ReplayResult> runs) {
+  // A run with OOMs did not serve the whole trace, so its peak is not comparable: it goes last.
+  std::stable_sort(runs.begin(), runs.end(), [](const ReplayResult& a, const ReplayResult& b) {
+    const bool a_failed = a.metrics.num_ooms > 0;
+    const bool b_failed = b.metrics.num_ooms > 0;
+    if (a_failed != b_failed) return !a_failed;
+    if (a.metrics.peak_reserved != b.metrics.peak_reserved) return a.metrics.peak_reserved < b.metrics.peak_reserved;
+    return a.policy < b.policy;
+  });
+  return runs;
+}
+
+double overhead_over(Bytes peak_reserved, Bytes lower_bound) {
+  return lower_bound == 0 ? 0.0 : static_cast<double>(peak_reserved) / static_cast<double>(lower_bound) - 1.0;
+}
+
+std::string compare_table(const TraceSummary& summary, const std::vector<ReplayResult>& runs,
+                          const ReportOptions& options) {
+  const std::string bound_name = "lower_bound (peak requested)";
+  size_t width = bound_name.size();
+  for (const ReplayResult& r : runs) width = std::max(width, r.policy.size());
+  std::string out = fmt::format("{:<{}}  {:>12}  {:>10}  {:>8}  {:>7}  {:>7}  {:>5}  {:>12}", "policy", width,
+                                "peak_resv", "over_bound", "frag@pk", "util", "retries", "ooms", "device_calls");
+  if (options.include_timing) out += fmt::format("  {:>9}", "time_s");
+  out += '\n';
+  out += fmt::format("{:<{}}  {:>12}  {:>10}\n", bound_name, width, format_bytes(summary.peak_requested), "-");
+  for (const ReplayResult& r : runs) {
+    const Metrics& m = r.metrics;
+    out += fmt::format("{:<{}}  {:>12}  {:>+9.1f}%  {:>8.4f}  {:>7.4f}  {:>7}  {:>5}  {:>12}", r.policy, width,
+                       format_bytes(m.peak_reserved), 100.0 * overhead_over(m.peak_reserved, summary.peak_requested),
+                       m.fragmentation_at_peak, m.peak_utilization, m.num_alloc_retries, m.num_ooms,
+                       m.num_device_alloc + m.num_device_free);
+    if (options.include_timing) out += fmt::format("  {:>9.3f}", r.seconds);
+    out += '\n';
+  }
+  return out;
+}
+
+nlohmann::json compare_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
+                            const std::vector<ReplayResult>& runs, const ReportOptions& options) {
+  nlohmann::json j = results_json(trace, summary, device, runs, options);
+  j["lower_bound_bytes"] = summary.peak_requested;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    j["runs"][i]["overhead_over_lower_bound"] = overhead_over(runs[i].metrics.peak_reserved, summary.peak_requested);
+  }
+  return j;
+}
+
+}  // namespace fraglab
