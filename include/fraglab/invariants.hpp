@@ -6,9 +6,9 @@
 //  3. a block is at least as large as the request;
 //  4. reserved memory never exceeds the device's capacity.
 // A block is live from its alloc until its free *completes*, with one exception: once the policy
-// flushes its cache (num_alloc_retries grows), blocks whose free was requested are free, because
-// PyTorch's flush synchronises every stream first (cca-spec §7) and may reuse them before the
-// trace's free_completed arrives.
+// flushes its cache (num_alloc_retries grows) or the trace calls empty_cache, blocks whose free
+// was requested are free, because PyTorch synchronises every stream first there (cca-spec §5.3)
+// and may reuse them before the trace's free_completed arrives.
 #pragma once
 
 #include <cstdint>

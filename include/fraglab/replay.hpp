@@ -26,9 +26,11 @@ struct Metrics {
   Bytes peak_reserved = 0;  // the device's own peak (may be reached inside an event)
   Bytes reserved_at_start = 0;  // after the initial state is rebuilt, before event 0
   Bytes reserved_at_end = 0;
-  Bytes allocated_at_peak_reserved = 0;  // after the first event at which reserved hit its peak
-  std::int64_t peak_reserved_event = -1;  // index of that event; -1 when the start state is the peak
-  double fragmentation_at_peak = 0;  // 1 - allocated/reserved at that moment
+  // The most bytes allocated after any event at which reserved stood at its peak (a policy that
+  // holds its peak — a cache, a static arena — is judged at its busiest moment there).
+  Bytes allocated_at_peak_reserved = 0;
+  std::int64_t peak_reserved_event = -1;  // first event after which reserved was at its peak; -1 = start
+  double fragmentation_at_peak = 0;  // 1 - allocated_at_peak_reserved / peak reserved after an event
   double peak_utilization = 0;       // peak allocated / peak reserved
   std::uint64_t num_alloc_retries = 0;
   std::uint64_t num_ooms = 0;

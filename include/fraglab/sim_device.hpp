@@ -34,6 +34,7 @@ class SimDevice final : public Device {
   static constexpr Bytes kPage = 2 * MiB;
   static constexpr Bytes kMallocAlignment = 512;
   static constexpr Addr kBaseAddress = 0x7f0000000000ull;
+  static constexpr Bytes kMaxRange = Bytes{1} << 47;  // the largest address range reserve_range gives
 
   explicit SimDevice(SimDeviceConfig config = {});
 

@@ -16,6 +16,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace fraglab {
@@ -37,6 +38,8 @@ SimDevice::SimDevice(SimDeviceConfig config) : config_(config) {
 std::string SimDevice::kind() const { return "sim"; }
 
 Bytes SimDevice::malloc_footprint(Bytes size) const {
+  // Saturates instead of wrapping for absurd sizes (which then fail the capacity check).
+  if (size > std::numeric_limits<Bytes>::max() - kMallocAlignment) return std::numeric_limits<Bytes>::max();
   return align_up(std::max<Bytes>(size, 1), kMallocAlignment);
 }
 
@@ -100,6 +103,7 @@ Bytes SimDevice::do_free(Addr addr) {
 }
 
 std::optional<Addr> SimDevice::do_reserve_range(Bytes size, Addr at) {
+  if (size > kMaxRange) return std::nullopt;  // more address space than a GPU's 48-bit VA
   const Bytes rounded = align_up(std::max<Bytes>(size, 1), kPage);
   if (at == kAnyAddress && !range_hints_.empty()) {
     at = range_hints_.front();

@@ -91,7 +91,9 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
     auto it = address_of_.find(e.id);
     if (it != address_of_.end()) by_address_[it->second].free_requested = true;
   }
-  const bool flushed = policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_;
+  // empty_cache synchronises too (release_cached_blocks runs synchronize_and_free_events, cca-spec §5.3).
+  const bool flushed = e.op == Op::EmptyCache ||
+                       (policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_);
   if (flushed) {
     // The flush synchronised every stream: blocks awaiting free completion are free from now on.
     for (auto it = by_address_.begin(); it != by_address_.end();) {

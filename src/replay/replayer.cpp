@@ -156,6 +156,9 @@ ReplayResult Replayer::run(std::string policy_spec) {
       best_reserved = reserved;
       m.allocated_at_peak_reserved = allocated;
       m.peak_reserved_event = static_cast<std::int64_t>(index);
+    } else if (reserved == best_reserved && allocated > m.allocated_at_peak_reserved) {
+      // Still at the peak (a cache, or a static arena, holds it): the busiest moment counts.
+      m.allocated_at_peak_reserved = allocated;
     }
     m.peak_requested = std::max(m.peak_requested, requested);
     m.peak_allocated = std::max(m.peak_allocated, allocated);

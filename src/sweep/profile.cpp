@@ -147,6 +147,8 @@ void ProfileRecorder::on_event(const ReplayPoint& point) {
   if (span.events == 1 || point.reserved > span.peak_reserved) {
     span.peak_reserved = point.reserved;
     span.allocated_at_peak_reserved = point.allocated;
+  } else if (point.reserved == span.peak_reserved) {  // as the Replayer: the busiest moment at the peak
+    span.allocated_at_peak_reserved = std::max(span.allocated_at_peak_reserved, point.allocated);
   }
   span.peak_requested = std::max(span.peak_requested, point.requested);
   span.peak_allocated = std::max(span.peak_allocated, point.allocated);

@@ -48,6 +48,14 @@ TEST(SimDevice, MallocFailsPastCapacityMinusExternal) {
   EXPECT_EQ(device.reserved(), 70 * MiB);
 }
 
+TEST(SimDevice, AnAbsurdSizeFailsInsteadOfWrappingAround) {
+  SimDevice device;
+  EXPECT_FALSE(device.malloc(~Bytes{0}).has_value());
+  EXPECT_FALSE(device.malloc(~Bytes{0} - 100).has_value());
+  EXPECT_FALSE(device.reserve_range(~Bytes{0}).has_value());
+  EXPECT_EQ(device.reserved(), 0u);
+}
+
 TEST(SimDevice, HonoursRequestedAddressWhenFree) {
   SimDevice device;
   const Addr wanted = 0x7f1234400000ull;

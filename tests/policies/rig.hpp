@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fraglab/invariants.hpp"
+#include "fraglab/rng.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/sim_device.hpp"
@@ -91,6 +92,42 @@ inline Event mark(std::uint32_t label, std::uint32_t value) {
   e.id = label;
   e.size = value;
   return e;
+}
+
+inline Event empty_cache_event() { return with_op(Op::EmptyCache, 0); }
+
+// The invariant checker found nothing.
+inline void expect_clean(const PolicyRun& run) {
+  EXPECT_TRUE(run.violations.empty()) << run.violations.front();
+}
+
+// A seeded random single-stream trace of `steps` steps: 55 % allocs (one in `large_one_in` of
+// 1 .. large_max bytes, the others of 1 .. small_max), 43 % frees of a random live allocation,
+// 2 % empty_cache; at the end everything is freed and the cache emptied, so a policy must be
+// back at 0 reserved.
+inline std::vector<Event> random_alloc_free_events(std::uint64_t seed, Bytes small_max, Bytes large_max,
+                                                   std::uint64_t large_one_in, int steps = 3000) {
+  Rng rng(seed);
+  std::vector<Event> events;
+  std::vector<AllocId> live;
+  AllocId next_id = 1;
+  for (int i = 0; i < steps; ++i) {
+    const std::uint64_t roll = rng.below(100);
+    if (roll < 55 || live.empty()) {
+      const Bytes size = rng.below(large_one_in) == 0 ? rng.below(large_max) + 1 : rng.below(small_max) + 1;
+      events.push_back(alloc(next_id, size));
+      live.push_back(next_id++);
+    } else if (roll < 98) {
+      const std::size_t k = rng.below(live.size());
+      events.push_back(free_of(live[k]));
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      events.push_back(empty_cache_event());
+    }
+  }
+  for (AllocId id : live) events.push_back(free_of(id));
+  events.push_back(empty_cache_event());
+  return events;
 }
 
 inline PolicyRun run_policy(const std::string& spec, const Trace& trace, Bytes capacity = 80 * GiB) {

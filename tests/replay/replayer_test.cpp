@@ -40,6 +40,20 @@ Trace deferred_free_trace() {
   return t;
 }
 
+// While reserved stands at its peak, fragmentation is taken at the busiest moment. pytorch puts a
+// 2 MiB request into a fresh 20 MiB segment (cca-spec §3: 1-10 MiB requests get kLargeBuffer);
+// the 3 MiB request is split off the cached rest, so reserved stays 20 MiB while allocated goes
+// 2 -> 5 MiB: fragmentation at the peak is 1 - 5/20, not 1 - 2/20.
+TEST(Replayer, FragmentationAtPeakIsTakenAtTheBusiestMomentOfThePeak) {
+  Trace t;
+  t.events = {alloc(1, 2 * MiB), alloc(2, 3 * MiB), with_op(Op::Free, 1), with_op(Op::Free, 2)};
+  const Metrics m = replay(t, "pytorch").metrics;
+  EXPECT_EQ(m.peak_reserved, 20 * MiB);
+  EXPECT_EQ(m.peak_reserved_event, 0);
+  EXPECT_EQ(m.allocated_at_peak_reserved, 5 * MiB);
+  EXPECT_DOUBLE_EQ(m.fragmentation_at_peak, 0.75);
+}
+
 TEST(Replayer, MetricsOfAHandWorkedNoCacheReplay) {
   // After each event (requested / allocated / reserved; footprints 1024, 3072, 5 MiB, 512):
   //  0 alloc1      1000     1000     1024

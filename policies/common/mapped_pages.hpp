@@ -1,0 +1,166 @@
+// MappedPages: which pages of an arena reserved with Device::reserve_range have physical memory
+// mapped behind them, and the device calls (map / unmap) that change that. Shared by the policies
+// that grow one virtual arena page by page (bestfit, cuda_async).
+//
+// Kept as an interval map of mapped runs, not one bit per page: an 80 GiB arena is 40k pages of
+// 2 MiB and a replay must stay above a million events a second, so every query costs one tree
+// lookup plus one step per run it touches, never a scan over pages.
+//
+// Invariants:
+//  - runs_ holds disjoint, non-adjacent runs [start, end) of whole pages (adjacent runs merge,
+//    as the device merges its own), so unmapping any piece of a run is legal on the device;
+//  - mapped_bytes_ = Σ run lengths = the bytes this arena has added to the device's reserved.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fraglab/device.hpp"
+#include "fraglab/policy.hpp"
+
+namespace fraglab {
+
+class MappedPages {
+ public:
+  explicit MappedPages(Device& device) : device_(device) {}
+
+  // Maps every page of [lo, hi) (page aligned) that is not mapped yet: one device map per
+  // unmapped gap, lowest address first. When the device refuses one, the gaps this call mapped
+  // are unmapped again (the arena is left exactly as it was) and the answer is false.
+  bool map_missing(Addr lo, Addr hi) {
+    std::vector<std::pair<Addr, Addr>> gaps = unmapped_within(lo, hi);
+    for (std::size_t i = 0; i < gaps.size(); ++i) {
+      const auto [gap_lo, gap_hi] = gaps[i];
+      if (!device_.map(gap_lo, gap_hi - gap_lo)) {
+        for (std::size_t done = 0; done < i; ++done) unmap_within(gaps[done].first, gaps[done].second);
+        return false;
+      }
+      add_run(gap_lo, gap_hi);
+    }
+    return true;
+  }
+
+  // Unmaps every mapped page of [lo, hi) (page aligned): one device unmap per mapped piece.
+  // Returns the bytes unmapped.
+  Bytes unmap_within(Addr lo, Addr hi) {
+    std::vector<std::pair<Addr, Addr>> pieces;
+    auto it = runs_.upper_bound(lo);
+    if (it != runs_.begin() && std::prev(it)->second > lo) --it;
+    for (; it != runs_.end() && it->first < hi; ++it) {
+      pieces.emplace_back(std::max(it->first, lo), std::min(it->second, hi));
+    }
+    Bytes released = 0;
+    for (const auto& [piece_lo, piece_hi] : pieces) {
+      device_.unmap(piece_lo, piece_hi - piece_lo);
+      remove_piece(piece_lo, piece_hi);
+      released += piece_hi - piece_lo;
+    }
+    return released;
+  }
+
+  // Unmaps mapped pages of [lo, hi) (page aligned), highest address first, until `budget` bytes
+  // are released (whole pages of `page` bytes, so up to one page more than the budget).
+  // Returns the bytes released.
+  Bytes unmap_from_top(Addr lo, Addr hi, Bytes budget, Bytes page) {
+    Bytes released = 0;
+    while (released < budget) {
+      auto it = runs_.lower_bound(hi);  // first run starting at or after hi
+      if (it == runs_.begin()) break;
+      --it;
+      if (it->second <= lo) break;
+      const Addr piece_hi = std::min(it->second, hi);
+      const Addr piece_lo_limit = std::max(it->first, lo);
+      const Bytes wanted = (budget - released + page - 1) / page * page;
+      const Addr piece_lo = piece_hi - piece_lo_limit > wanted ? piece_hi - wanted : piece_lo_limit;
+      device_.unmap(piece_lo, piece_hi - piece_lo);
+      remove_piece(piece_lo, piece_hi);
+      released += piece_hi - piece_lo;
+      hi = piece_lo;
+    }
+    return released;
+  }
+
+  // Mapped bytes inside [lo, hi) (for statistics).
+  Bytes mapped_within(Addr lo, Addr hi) const {
+    Bytes bytes = 0;
+    auto it = runs_.upper_bound(lo);
+    if (it != runs_.begin() && std::prev(it)->second > lo) --it;
+    for (; it != runs_.end() && it->first < hi; ++it) bytes += std::min(it->second, hi) - std::max(it->first, lo);
+    return bytes;
+  }
+
+  // One SegmentView per mapped run (as PyTorch lists an expandable segment), holding the parts of
+  // `pieces` (blocks and free ranges, sorted by address) that lie in it: the segment sizes add up
+  // to the mapped bytes.
+  std::vector<SegmentView> segments(const std::vector<SegmentView::Piece>& pieces, const std::string& pool) const {
+    std::vector<SegmentView> out;
+    std::size_t first = 0;  // first piece that may overlap the current run
+    for (const auto& [run_lo, run_hi] : runs_) {
+      SegmentView view{run_lo, run_hi - run_lo, 0, pool, true, {}};
+      while (first < pieces.size() && pieces[first].addr + pieces[first].size <= run_lo) ++first;
+      for (std::size_t i = first; i < pieces.size() && pieces[i].addr < run_hi; ++i) {
+        const Addr lo = std::max(pieces[i].addr, run_lo);
+        const Addr hi = std::min(pieces[i].addr + pieces[i].size, run_hi);
+        view.blocks.push_back(SegmentView::Piece{lo, hi - lo, pieces[i].allocated});
+      }
+      out.push_back(std::move(view));
+    }
+    return out;
+  }
+
+  Bytes mapped_bytes() const { return mapped_bytes_; }
+  const std::map<Addr, Addr>& runs() const { return runs_; }
+
+ private:
+  // The unmapped gaps of [lo, hi), in address order. The common case (a block placed in pages
+  // that are already mapped) costs one lookup and returns nothing.
+  std::vector<std::pair<Addr, Addr>> unmapped_within(Addr lo, Addr hi) const {
+    std::vector<std::pair<Addr, Addr>> gaps;
+    Addr at = lo;
+    auto next = runs_.upper_bound(lo);  // first run starting after lo
+    if (next != runs_.begin() && std::prev(next)->second > lo) at = std::prev(next)->second;
+    while (at < hi) {
+      const Addr gap_end = next != runs_.end() ? std::min(next->first, hi) : hi;
+      if (gap_end > at) gaps.emplace_back(at, gap_end);
+      if (next == runs_.end() || next->first >= hi) break;
+      at = next->second;
+      ++next;
+    }
+    return gaps;
+  }
+
+  void add_run(Addr lo, Addr hi) {
+    mapped_bytes_ += hi - lo;
+    auto next = runs_.lower_bound(lo);
+    if (next != runs_.begin() && std::prev(next)->second == lo) {
+      lo = std::prev(next)->first;
+      runs_.erase(std::prev(next));
+    }
+    if (next != runs_.end() && next->first == hi) {
+      hi = next->second;
+      runs_.erase(next);
+    }
+    runs_.emplace(lo, hi);
+  }
+
+  void remove_piece(Addr lo, Addr hi) {
+    auto it = std::prev(runs_.upper_bound(lo));  // the run holding the piece
+    const Addr run_lo = it->first;
+    const Addr run_hi = it->second;
+    runs_.erase(it);
+    if (run_lo < lo) runs_.emplace(run_lo, lo);
+    if (hi < run_hi) runs_.emplace(hi, run_hi);
+    mapped_bytes_ -= hi - lo;
+  }
+
+  Device& device_;
+  std::map<Addr, Addr> runs_;  // start -> end
+  Bytes mapped_bytes_ = 0;
+};
+
+}  // namespace fraglab
