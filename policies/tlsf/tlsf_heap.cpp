@@ -1,0 +1,167 @@
+// TlsfHeap: see tlsf_heap.hpp for the structure and its invariants.
+#include "tlsf/tlsf_heap.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+
+namespace fraglab::tlsf {
+
+TlsfHeap::TlsfHeap(unsigned sl_bits) : sl_bits_(sl_bits), heads_(std::size_t{kFirstLevels} << sl_bits, kNil) {
+  if (sl_bits > kMaxSlBits) throw std::logic_error("TlsfHeap: sl_bits above kMaxSlBits");
+}
+
+TlsfHeap::Index TlsfHeap::add_pool(Addr base, Bytes size) {
+  const Index index = new_record();
+  blocks_[index] = BlockRecord{base, size, kNil, kNil, kNil, kNil, false};
+  pools_.emplace(base, Pool{size, index});
+  insert_free(index);
+  return index;
+}
+
+TlsfHeap::Index TlsfHeap::allocate(Bytes size) {
+  if (size >= (Bytes{1} << 62)) return kNil;  // larger than any class
+  const Index found = find_suitable(class_for_request(size, sl_bits_));
+  return found == kNil ? kNil : take(found, size);
+}
+
+TlsfHeap::Index TlsfHeap::take(Index index, Bytes size) {
+  remove_free(index);
+  BlockRecord& b = blocks_[index];
+  b.free = false;
+  if (b.size > size) {
+    const Index rest = new_record();
+    BlockRecord& r = blocks_[rest];  // blocks_ may have grown: take references afterwards
+    BlockRecord& low = blocks_[index];
+    r = BlockRecord{low.addr + size, low.size - size, index, low.next_phys, kNil, kNil, false};
+    if (low.next_phys != kNil) blocks_[low.next_phys].prev_phys = rest;
+    low.next_phys = rest;
+    low.size = size;
+    insert_free(rest);
+    ++splits_;
+  }
+  return index;
+}
+
+void TlsfHeap::free(Index index) {
+  blocks_[index].free = true;
+  // Merge with the next neighbour first: this record absorbs it.
+  const Index next = blocks_[index].next_phys;
+  if (next != kNil && blocks_[next].free) {
+    remove_free(next);
+    BlockRecord& b = blocks_[index];
+    b.size += blocks_[next].size;
+    b.next_phys = blocks_[next].next_phys;
+    if (b.next_phys != kNil) blocks_[b.next_phys].prev_phys = index;
+    drop_record(next);
+    ++merges_;
+  }
+  // Then with the previous one, which absorbs this record.
+  const Index prev = blocks_[index].prev_phys;
+  if (prev != kNil && blocks_[prev].free) {
+    remove_free(prev);
+    BlockRecord& p = blocks_[prev];
+    p.size += blocks_[index].size;
+    p.next_phys = blocks_[index].next_phys;
+    if (p.next_phys != kNil) blocks_[p.next_phys].prev_phys = prev;
+    drop_record(index);
+    ++merges_;
+    index = prev;
+  }
+  insert_free(index);
+}
+
+std::vector<Addr> TlsfHeap::wholly_free_pools() const {
+  std::vector<Addr> out;
+  for (const auto& [base, pool] : pools_) {
+    const BlockRecord& first = blocks_[pool.first];
+    if (first.free && first.next_phys == kNil) out.push_back(base);
+  }
+  return out;
+}
+
+void TlsfHeap::remove_pool(Addr base) {
+  auto it = pools_.find(base);
+  const Index first = it->second.first;
+  if (!blocks_[first].free || blocks_[first].next_phys != kNil) {
+    throw std::logic_error("TlsfHeap: remove_pool of a pool that is not wholly free");
+  }
+  remove_free(first);
+  drop_record(first);
+  pools_.erase(it);
+}
+
+Bytes TlsfHeap::largest_free_block() const {
+  if (fl_bitmap_ == 0) return 0;
+  // Only the highest non-empty first level can hold the largest block; walk its lists.
+  const unsigned fl = 63 - static_cast<unsigned>(std::countl_zero(fl_bitmap_));
+  Bytes largest = 0;
+  for (unsigned sl = 0; sl < (1u << sl_bits_); ++sl) {
+    for (Index i = heads_[list_of({fl, sl})]; i != kNil; i = blocks_[i].next_free) {
+      largest = std::max(largest, blocks_[i].size);
+    }
+  }
+  return largest;
+}
+
+TlsfHeap::Index TlsfHeap::find_suitable(SizeClass c) const {
+  std::uint64_t sl_map = sl_bitmap_[c.fl] & (~std::uint64_t{0} << c.sl);
+  unsigned fl = c.fl;
+  if (sl_map == 0) {
+    if (c.fl + 1 >= kFirstLevels) return kNil;
+    const std::uint64_t fl_map = fl_bitmap_ & (~std::uint64_t{0} << (c.fl + 1));
+    if (fl_map == 0) return kNil;
+    fl = static_cast<unsigned>(std::countr_zero(fl_map));
+    sl_map = sl_bitmap_[fl];
+  }
+  const unsigned sl = static_cast<unsigned>(std::countr_zero(sl_map));
+  return heads_[list_of({fl, sl})];
+}
+
+void TlsfHeap::insert_free(Index index) {
+  BlockRecord& b = blocks_[index];
+  const SizeClass c = class_of(b.size, sl_bits_);
+  Index& head = heads_[list_of(c)];
+  b.free = true;
+  b.prev_free = kNil;
+  b.next_free = head;
+  if (head != kNil) blocks_[head].prev_free = index;
+  head = index;
+  sl_bitmap_[c.fl] |= std::uint64_t{1} << c.sl;
+  fl_bitmap_ |= std::uint64_t{1} << c.fl;
+  free_bytes_ += b.size;
+  ++free_blocks_;
+}
+
+void TlsfHeap::remove_free(Index index) {
+  BlockRecord& b = blocks_[index];
+  const SizeClass c = class_of(b.size, sl_bits_);
+  Index& head = heads_[list_of(c)];
+  if (b.prev_free != kNil) blocks_[b.prev_free].next_free = b.next_free;
+  else head = b.next_free;
+  if (b.next_free != kNil) blocks_[b.next_free].prev_free = b.prev_free;
+  b.prev_free = b.next_free = kNil;
+  if (head == kNil) {
+    sl_bitmap_[c.fl] &= ~(std::uint64_t{1} << c.sl);
+    if (sl_bitmap_[c.fl] == 0) fl_bitmap_ &= ~(std::uint64_t{1} << c.fl);
+  }
+  free_bytes_ -= b.size;
+  --free_blocks_;
+}
+
+TlsfHeap::Index TlsfHeap::new_record() {
+  if (!spare_records_.empty()) {
+    const Index index = spare_records_.back();
+    spare_records_.pop_back();
+    return index;
+  }
+  blocks_.emplace_back();
+  return static_cast<Index>(blocks_.size() - 1);
+}
+
+void TlsfHeap::drop_record(Index index) {
+  blocks_[index] = BlockRecord{};
+  spare_records_.push_back(index);
+}
+
+}  // namespace fraglab::tlsf
