@@ -1,0 +1,169 @@
+// StreamFreeSpace: see stream_free_space.hpp for the kinds of free bytes and the invariants.
+#include "cuda_async/stream_free_space.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <tuple>
+
+namespace fraglab::cuda_async {
+namespace {
+
+// True when a range of `set` overlaps [lo, hi).
+bool overlaps(const FreeRanges& set, Addr lo, Addr hi) {
+  const auto& ranges = set.by_address();
+  auto it = ranges.lower_bound(hi);
+  if (it == ranges.begin()) return false;
+  --it;
+  return it->first + it->second > lo;
+}
+
+// Removes whatever part of [lo, hi) `set` holds. True when it held some. One lookup when it
+// holds none (the common case); one more per piece removed.
+bool erase_overlap(FreeRanges& set, Addr lo, Addr hi) {
+  bool removed = false;
+  while (!set.empty()) {
+    const auto& ranges = set.by_address();
+    auto it = ranges.lower_bound(hi);  // the last range starting below hi is the one before
+    if (it == ranges.begin()) break;
+    --it;
+    const Addr end = it->first + it->second;
+    if (end <= lo) break;
+    const Addr piece_lo = std::max(it->first, lo);
+    set.erase(piece_lo, std::min(end, hi) - piece_lo);
+    removed = true;
+    hi = piece_lo;  // pieces further down, if any, end at or below this one's start
+  }
+  return removed;
+}
+
+// The end of the last range of `set` that ends after `floor` and at or before `top`, or `floor`.
+Addr last_end_below(const FreeRanges& set, Addr floor, Addr top) {
+  const auto& ranges = set.by_address();
+  auto it = ranges.lower_bound(top);
+  if (it == ranges.begin()) return floor;
+  --it;
+  return std::max(floor, it->first + it->second);
+}
+
+}  // namespace
+
+FreeRanges& StreamFreeSpace::pending_of(StreamId stream) {
+  if (last_pending_ < pending_.size() && pending_[last_pending_].stream == stream) return pending_[last_pending_].ranges;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i].stream == stream) {
+      last_pending_ = i;
+      return pending_[i].ranges;
+    }
+  }
+  pending_.push_back({stream, {}});
+  last_pending_ = pending_.size() - 1;
+  return pending_.back().ranges;
+}
+
+void StreamFreeSpace::add_pending(Addr addr, Bytes size, StreamId stream) {
+  all_.insert(addr, size);
+  pending_of(stream).insert(addr, size);
+}
+
+void StreamFreeSpace::add_shared(Addr addr, Bytes size) {
+  all_.insert(addr, size);
+  shared_.insert(addr, size);
+}
+
+void StreamFreeSpace::add_awaiting_sync(Addr addr, Bytes size) {
+  all_.insert(addr, size);
+  awaiting_.insert(addr, size);
+}
+
+void StreamFreeSpace::synchronize() {
+  for (Pending& p : pending_) {
+    for (const auto& [addr, size] : p.ranges.by_address()) shared_.insert(addr, size);
+    p.ranges = FreeRanges{};
+  }
+  for (const auto& [addr, size] : awaiting_.by_address()) shared_.insert(addr, size);
+  awaiting_ = FreeRanges{};
+}
+
+bool StreamFreeSpace::others_restricted(StreamId stream) const {
+  if (!awaiting_.empty()) return true;
+  for (const Pending& p : pending_) {
+    if (p.stream != stream && !p.ranges.empty()) return true;
+  }
+  return false;
+}
+
+bool StreamFreeSpace::blocked(Addr addr, Bytes size, StreamId stream) const {
+  if (overlaps(awaiting_, addr, addr + size)) return true;
+  for (const Pending& p : pending_) {
+    if (p.stream != stream && overlaps(p.ranges, addr, addr + size)) return true;
+  }
+  return false;
+}
+
+std::optional<StreamFreeSpace::Fit> StreamFreeSpace::best_fit(Bytes size, StreamId stream) const {
+  std::optional<FreeRanges::Range> whole = all_.best_fit(size);
+  if (!whole) return std::nullopt;
+  if (!others_restricted(stream)) return Fit{whole->addr, Source::AnyKind};
+  // Candidates compared as best fit compares ranges: smallest, then lowest address.
+  std::optional<FreeRanges::Range> best;
+  Source source = Source::AnyKind;
+  auto consider = [&](std::optional<FreeRanges::Range> candidate, Source from) {
+    if (candidate && (!best || std::tie(candidate->size, candidate->addr) < std::tie(best->size, best->addr))) {
+      best = candidate;
+      source = from;
+    }
+  };
+  if (!blocked(whole->addr, size, stream)) consider(whole, Source::AnyKind);
+  consider(shared_.best_fit(size), Source::Shared);
+  for (const Pending& p : pending_) {
+    if (p.stream == stream) consider(p.ranges.best_fit(size), Source::OwnPending);
+  }
+  if (!best) return std::nullopt;
+  return Fit{best->addr, source};
+}
+
+std::optional<StreamFreeSpace::Fit> StreamFreeSpace::best_fit_any(Bytes size) const {
+  std::optional<FreeRanges::Range> whole = all_.best_fit(size);
+  if (!whole) return std::nullopt;
+  return Fit{whole->addr, Source::AnyKind};
+}
+
+Addr StreamFreeSpace::growth_start(Addr top, StreamId stream) const {
+  if (all_.empty()) return top;
+  const auto& ranges = all_.by_address();
+  const auto& tail = *std::prev(ranges.end());
+  if (tail.first + tail.second != top) return top;
+  Addr start = tail.first;
+  start = last_end_below(awaiting_, start, top);
+  for (const Pending& p : pending_) {
+    if (p.stream != stream) start = last_end_below(p.ranges, start, top);
+  }
+  return start;
+}
+
+bool StreamFreeSpace::take(Addr addr, Bytes size, StreamId stream, Source source) {
+  all_.erase(addr, size);
+  const Addr end = addr + size;
+  if (source == Source::Shared) {
+    shared_.erase(addr, size);
+    return false;
+  }
+  if (source == Source::OwnPending) {
+    pending_of(stream).erase(addr, size);
+    return false;
+  }
+  erase_overlap(shared_, addr, end);
+  bool waited = erase_overlap(awaiting_, addr, end);
+  for (Pending& p : pending_) {
+    if (erase_overlap(p.ranges, addr, end) && p.stream != stream) waited = true;
+  }
+  return waited;
+}
+
+Bytes StreamFreeSpace::pending_bytes() const {
+  Bytes bytes = 0;
+  for (const Pending& p : pending_) bytes += p.ranges.total();
+  return bytes;
+}
+
+}  // namespace fraglab::cuda_async
