@@ -1,0 +1,168 @@
+// ChunkStore: see chunk_store.hpp for the packing rules and the invariants.
+#include "gemini/chunk_store.hpp"
+
+#include <algorithm>
+
+namespace fraglab::gemini {
+
+const char* tag_class_name(TagClass c) {
+  switch (c) {
+    case TagClass::Param: return "param";
+    case TagClass::Grad: return "grad";
+    case TagClass::Opt: return "opt";
+  }
+  return "?";
+}
+
+std::optional<Block> ChunkStore::pack(TagClass cls, Bytes size, StreamId stream) {
+  std::uint32_t& open = open_[static_cast<std::size_t>(cls)];
+  if (open != kNone && size > chunks_[open].size - chunks_[open].used) {
+    close(open);
+    open = kNone;
+  }
+  if (open == kNone) {
+    std::optional<std::uint32_t> fresh = acquire(new_chunk_bytes(size));
+    if (!fresh) return std::nullopt;
+    open = *fresh;
+    chunks_[open].cls = cls;
+    chunks_[open].state = State::Open;
+    if (size > chunk_size_) ++dedicated_chunks_;
+  }
+  Chunk& chunk = chunks_[open];
+  const Addr addr = chunk.addr + chunk.used;
+  chunk.used += size;
+  ++chunk.live;
+  chunk.tensors.push_back({addr, size, true});
+  tensor_bytes_ += size;
+  const std::uint64_t cookie = (std::uint64_t{open} << 32) | (chunk.tensors.size() - 1);
+  return Block{addr, size, size, stream, cookie};
+}
+
+bool ChunkStore::owns(Addr addr) const {
+  auto it = by_address_.upper_bound(addr);
+  if (it == by_address_.begin()) return false;
+  --it;
+  return addr < it->first + chunks_[it->second].size;
+}
+
+void ChunkStore::release(const Block& block) {
+  const auto index = static_cast<std::uint32_t>(block.cookie >> 32);
+  Chunk& chunk = chunks_[index];
+  chunk.tensors[block.cookie & 0xffffffffu].live = false;
+  --chunk.live;
+  tensor_bytes_ -= block.size;
+  if (chunk.live > 0) return;
+  if (chunk.state == State::Open) {
+    reset(chunk);  // still the class's open chunk: fill it again from the start
+  } else if (chunk.state == State::Closed) {
+    cache(index);
+  }
+}
+
+std::uint64_t ChunkStore::release_empty_chunks() {
+  std::uint64_t released = 0;
+  for (auto it = by_address_.begin(); it != by_address_.end();) {
+    Chunk& chunk = chunks_[it->second];
+    const bool empty_open = chunk.state == State::Open && chunk.live == 0;
+    if (chunk.state != State::Cached && !empty_open) {
+      ++it;
+      continue;
+    }
+    if (empty_open) open_[static_cast<std::size_t>(chunk.cls)] = kNone;
+    if (chunk.state == State::Cached) cached_.erase({chunk.size, chunk.addr});
+    device_.free(chunk.addr);
+    chunk_bytes_ -= chunk.size;
+    reset(chunk);
+    chunk.state = State::Released;
+    released_entries_.push_back(it->second);
+    it = by_address_.erase(it);
+    ++released;
+  }
+  return released;
+}
+
+std::optional<std::uint32_t> ChunkStore::acquire(Bytes size) {
+  auto cached = cached_.lower_bound({size, 0});
+  if (cached != cached_.end()) {
+    const std::uint32_t index = by_address_.at(cached->second);
+    cached_.erase(cached);
+    ++chunk_reuses_;
+    return index;
+  }
+  std::optional<Addr> addr = device_.malloc(size);
+  if (!addr) return std::nullopt;
+  std::uint32_t index = 0;
+  if (!released_entries_.empty()) {
+    index = released_entries_.back();
+    released_entries_.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(chunks_.size());
+    chunks_.emplace_back();
+  }
+  Chunk& chunk = chunks_[index];
+  chunk.addr = *addr;
+  chunk.size = size;
+  reset(chunk);
+  by_address_.emplace(*addr, index);
+  chunk_bytes_ += size;
+  chunk_bytes_peak_ = std::max(chunk_bytes_peak_, chunk_bytes_);
+  ++chunk_mallocs_;
+  return index;
+}
+
+void ChunkStore::close(std::uint32_t index) {
+  chunks_[index].state = State::Closed;
+  if (chunks_[index].live == 0) cache(index);
+}
+
+void ChunkStore::cache(std::uint32_t index) {
+  Chunk& chunk = chunks_[index];
+  reset(chunk);
+  chunk.state = State::Cached;
+  cached_.emplace(chunk.size, chunk.addr);
+}
+
+void ChunkStore::reset(Chunk& chunk) {
+  chunk.used = 0;
+  chunk.live = 0;
+  chunk.tensors.clear();
+}
+
+std::vector<std::pair<std::string, std::int64_t>> ChunkStore::stats() const {
+  auto i64 = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
+  return {
+      {"chunk_size_bytes", i64(chunk_size_)},
+      {"chunks", i64(by_address_.size())},
+      {"chunks_cached", i64(cached_.size())},
+      {"chunk_bytes", i64(chunk_bytes_)},
+      {"chunk_bytes_peak", i64(chunk_bytes_peak_)},
+      {"chunk_tensor_bytes", i64(tensor_bytes_)},
+      {"chunk_idle_bytes", i64(chunk_bytes_ - tensor_bytes_)},
+      {"chunk_mallocs", i64(chunk_mallocs_)},
+      {"chunk_reuses", i64(chunk_reuses_)},
+      {"dedicated_chunks", i64(dedicated_chunks_)},
+  };
+}
+
+std::vector<SegmentView> ChunkStore::segments() const {
+  std::vector<SegmentView> out;
+  out.reserve(by_address_.size());
+  for (const auto& [addr, index] : by_address_) {
+    const Chunk& chunk = chunks_[index];
+    const std::string pool =
+        chunk.state == State::Cached ? std::string("gemini_cached") : std::string("gemini_") + tag_class_name(chunk.cls);
+    SegmentView view{addr, chunk.size, 0, pool, false, {}};
+    Addr at = addr;  // end of the last piece listed
+    for (const Tensor& t : chunk.tensors) {
+      if (!t.live) continue;
+      if (t.addr > at) view.blocks.push_back({at, t.addr - at, false});
+      view.blocks.push_back({t.addr, t.size, true});
+      at = t.addr + t.size;
+    }
+    if (at < addr + chunk.size) view.blocks.push_back({at, addr + chunk.size - at, false});
+    out.push_back(std::move(view));
+  }
+  return out;
+}
+
+}  // namespace fraglab::gemini
