@@ -7,37 +7,69 @@
 // no free between them): an interval that contains some begin of a run ends after the run's last
 // begin (no end lies in between), so it contains that one too. Every interval contains its own
 // begin's slot. On training traces this is ~2-3 times fewer slots than requests.
+//
+// Placement: the requests' slot ranges in placement order are the occupancy index's queries, all
+// known before the first one, so the index can skip the sets no later query reads
+// (occupancy_index.hpp). Per request: query the offsets taken during its slots, best fit, insert.
 #include "offline/greedy_plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <span>
 #include <stdexcept>
+#include <utility>
 
 #include "offline/occupancy_index.hpp"
 
 namespace fraglab::offline {
 namespace {
 
-// One request as the placement loop reads it: everything in one place, in placement order.
-struct Placement {
-  Bytes size = 0;
-  std::uint64_t lifetime = 0;  // end - begin, in event positions
-  std::uint32_t request = 0;   // index in planned order
-  std::uint32_t first_slot = 0;
-  std::uint32_t last_slot = 0;  // exclusive
-};
-
-// XLA's spatial order (GetSpatialBufferIntervalCompare): size desc, duration desc, id asc.
-bool placed_before(const Placement& a, const Placement& b) {
-  if (a.size != b.size) return a.size > b.size;
-  if (a.lifetime != b.lifetime) return a.lifetime > b.lifetime;
-  return a.request < b.request;
+// The request ordinals in XLA's spatial order (GetSpatialBufferIntervalCompare): size desc,
+// duration desc, id asc. A stable LSD radix sort by (size desc, lifetime desc), 8-bit digits, the
+// lifetime's first: stable, so equal keys keep ordinal order. Keys count down from the largest
+// value (descending becomes ascending), and a digit that is the same in every key is skipped: a
+// few linear passes (a handful on training traces) instead of n log n comparisons that a branch predictor
+// cannot guess.
+std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes, const std::vector<PlannedRequest>& requests) {
+  struct Keyed {
+    std::uint64_t key[2];  // [0]: lifetime below the longest, [1]: size below the largest
+    std::uint32_t request;
+  };
+  Bytes largest = 0;
+  std::uint64_t longest = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    largest = std::max(largest, sizes[k]);
+    longest = std::max(longest, requests[k].end - requests[k].begin);
+  }
+  std::vector<Keyed> items(sizes.size());
+  for (std::uint32_t k = 0; k < items.size(); ++k) {
+    items[k] = Keyed{{longest - (requests[k].end - requests[k].begin), largest - sizes[k]}, k};
+  }
+  std::vector<Keyed> sorted(items.size());
+  for (const std::size_t word : {0, 1}) {
+    std::uint64_t any_bits = 0;
+    for (const Keyed& item : items) any_bits |= item.key[word];
+    for (unsigned shift = 0; shift < 64 && (any_bits >> shift) != 0; shift += 8) {
+      const auto digit = [&](const Keyed& item) { return static_cast<std::size_t>((item.key[word] >> shift) & 0xff); };
+      std::array<std::size_t, 256> next{};  // counts, then where the next item of each digit goes
+      for (const Keyed& item : items) ++next[digit(item)];
+      if (next[digit(items[0])] == items.size()) continue;  // one digit value: nothing moves
+      std::size_t start = 0;
+      for (std::size_t& slot : next) start += std::exchange(slot, start);
+      for (const Keyed& item : items) sorted[next[digit(item)]++] = item;
+      items.swap(sorted);
+    }
+  }
+  std::vector<std::uint32_t> order(items.size());
+  for (std::size_t n = 0; n < items.size(); ++n) order[n] = items[n].request;
+  return order;
 }
 
 // The offset best fit picks given the offsets taken by the overlapping placed requests (sorted
 // disjoint runs): the start of the smallest gap of at least `size` bytes below the top run, the
 // lowest offset among equal gaps; else the end of the top run.
-Bytes best_fit_offset(const std::vector<OffsetRun>& taken, Bytes size) {
+Bytes best_fit_offset(std::span<const OffsetRun> taken, Bytes size) {
   Bytes gap_begin = 0;
   Bytes best_gap = std::numeric_limits<Bytes>::max();
   Bytes best_offset = 0;
@@ -54,29 +86,40 @@ Bytes best_fit_offset(const std::vector<OffsetRun>& taken, Bytes size) {
   return found ? best_offset : gap_begin;
 }
 
-// The slot positions (see the top of the file), ascending.
-std::vector<std::uint64_t> slot_positions(const std::vector<PlannedRequest>& requests) {
+// For each event position p from 0 to the last end, the number of slots at positions before p
+// (see the top of the file): a request's slots are [slots_before[begin], slots_before[end]). No
+// slot sits at the last end (every begin is before its end), so the last entry counts them all.
+std::vector<std::uint32_t> slots_before_positions(const std::vector<PlannedRequest>& requests) {
   std::uint64_t horizon = 0;
   for (const PlannedRequest& r : requests) horizon = std::max(horizon, r.end);
-  std::vector<std::uint8_t> begins_here(horizon + 1, 0);
-  std::vector<std::uint8_t> ends_here(horizon + 1, 0);
+  constexpr std::uint8_t kBegin = 1;
+  constexpr std::uint8_t kEnd = 2;
+  std::vector<std::uint8_t> events_here(horizon + 1, 0);
   for (const PlannedRequest& r : requests) {
-    begins_here[r.begin] = 1;
-    ends_here[r.end] = 1;
+    events_here[r.begin] |= kBegin;
+    events_here[r.end] |= kEnd;
   }
-  std::vector<std::uint64_t> slots;
-  bool run_open = false;  // a begin was seen since the last end
-  for (std::uint64_t position = 0; position <= horizon; ++position) {
-    if (ends_here[position]) run_open = false;  // an end closes the run (ends come before begins)
-    if (!begins_here[position]) continue;
-    if (run_open) {
-      slots.back() = position;  // the open run's last begin so far
+  // A begin is the last of its run (a slot) when an end lies between it and the next begin (an
+  // end at the next begin's position counts: ends come before begins), or no begin follows. Scan
+  // down from the horizon, marking the slots in place.
+  bool end_follows = true;  // an end lies between this position and the next begin above it
+  for (std::uint64_t position = horizon + 1; position-- > 0;) {
+    const std::uint8_t here = events_here[position];
+    if (here & kBegin) {
+      events_here[position] = end_follows ? kBegin : 0;  // from here on: 1 = a slot
+      end_follows = false;
     } else {
-      slots.push_back(position);
-      run_open = true;
+      events_here[position] = 0;
     }
+    if (here & kEnd) end_follows = true;
   }
-  return slots;
+  std::vector<std::uint32_t> slots_before(horizon + 1);
+  std::uint32_t count = 0;
+  for (std::uint64_t position = 0; position <= horizon; ++position) {
+    slots_before[position] = count;
+    count += events_here[position];
+  }
+  return slots_before;
 }
 
 // XLA's NoFragmentationStatsHeap: the most planned bytes live at any event position.
@@ -101,7 +144,7 @@ Bytes most_bytes_live(const std::vector<PlannedRequest>& requests, const std::ve
 
 Bytes planned_size(Bytes requested, Bytes alignment) {
   const Bytes at_least_one = std::max<Bytes>(requested, 1);
-  return (at_least_one + alignment - 1) / alignment * alignment;
+  return (at_least_one + alignment - 1) & ~(alignment - 1);  // (a power of two: no division)
 }
 
 GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Bytes alignment) {
@@ -119,23 +162,24 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
     throw std::length_error("offline: more requests than the planner indexes (2^32)");
   }
 
-  const std::vector<std::uint64_t> slots = slot_positions(requests);
-  const auto slot_of = [&](std::uint64_t position) {  // slots before `position`
-    return static_cast<std::uint32_t>(std::lower_bound(slots.begin(), slots.end(), position) - slots.begin());
-  };
-  std::vector<Placement> order(requests.size());
-  for (std::uint32_t k = 0; k < order.size(); ++k) {
-    const PlannedRequest& r = requests[k];
-    order[k] = Placement{plan.sizes[k], r.end - r.begin, k, slot_of(r.begin), slot_of(r.end)};
+  const std::vector<std::uint32_t> slots_before = slots_before_positions(requests);
+  const std::vector<std::uint32_t> order = placement_order(plan.sizes, requests);
+  // Each request's slots, in placement order: the index's queries, known before the first.
+  std::vector<SlotRange> slot_ranges(order.size());
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const PlannedRequest& r = requests[order[n]];
+    slot_ranges[n] = SlotRange{slots_before[r.begin], slots_before[r.end]};
   }
-  std::sort(order.begin(), order.end(), placed_before);
 
-  OccupancyIndex index(static_cast<std::uint32_t>(slots.size()));
-  for (const Placement& p : order) {
-    const Bytes offset = best_fit_offset(index.occupied(p.first_slot, p.last_slot), p.size);
-    plan.offsets[p.request] = offset;
-    plan.heap_size = std::max(plan.heap_size, offset + p.size);
-    index.insert(p.first_slot, p.last_slot, OffsetRun{offset, offset + p.size});
+  OccupancyIndex index(slots_before.back(), slot_ranges);
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const std::uint32_t k = order[n];
+    const auto [first_slot, last_slot] = slot_ranges[n];
+    const Bytes size = plan.sizes[k];
+    const Bytes offset = best_fit_offset(index.occupied(first_slot, last_slot), size);
+    plan.offsets[k] = offset;
+    plan.heap_size = std::max(plan.heap_size, offset + size);
+    index.insert(first_slot, last_slot, OffsetRun{offset, offset + size});
   }
   plan.lower_bound = most_bytes_live(requests, plan.sizes);
   return plan;

@@ -3,18 +3,63 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <stdexcept>
 
 namespace fraglab::offline {
 
-OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::uint32_t cached_depth)
+OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> queries, std::uint32_t cached_depth)
     : slots_(slots),
       leaves_(std::bit_ceil(std::max<std::uint32_t>(std::min(slots, kMaxSlots), 1))),
-      height_(static_cast<std::uint32_t>(std::countr_zero(leaves_))) {
+      height_(static_cast<std::uint32_t>(std::countr_zero(leaves_))),
+      lowest_cached_height_(height_ > cached_depth ? height_ - cached_depth : 0),
+      sets_(std::min(32 * std::size_t{leaves_}, std::size_t{1} << 23)) {  // (~what training traces use)
   if (slots > kMaxSlots) throw std::length_error("offline: more time slots than the occupancy index holds (2^30)");
   nodes_.assign(2 * std::size_t{leaves_}, NodeSets{});
-  const std::size_t cached = std::min<std::size_t>(nodes_.size(), std::size_t{2} << std::min<std::uint32_t>(cached_depth, 31));
+  const std::size_t cached = std::size_t{2} << (height_ - lowest_cached_height_);  // nodes above that height
+  cover_ages_.resize(cached);
   covers_.resize(cached);
+  if (!queries.empty()) note_reads(queries);
+}
+
+void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
+  if (queries.size() >= std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("offline: more queries than the occupancy index counts (2^32)");
+  }
+  for (NodeSets& node : nodes_) node.own_read_until = node.below_read_until = 0;
+  for (std::uint32_t q = 0; q < queries.size(); ++q) {
+    const auto [first, last] = queries[q];
+    if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
+    for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) nodes_[lo++].below_read_until = q + 1;
+      if (hi & 1) nodes_[--hi].below_read_until = q + 1;
+    }
+    // The lowest partial node of each path; their ancestors are partial too (below).
+    const PartialPaths p = partial_paths(first, last);
+    if (p.left_from <= height_) nodes_[p.first_leaf >> p.left_from].own_read_until = q + 1;
+    if (p.right_from <= height_) nodes_[p.last_leaf >> p.right_from].own_read_until = q + 1;
+  }
+  // A node is partial whenever a node under it is (it holds that node's range, so it overlaps
+  // the query without lying inside it): its own set is read as late as its children's are.
+  for (NodeId v = leaves_; v-- > 1;) {
+    nodes_[v].own_read_until =
+        std::max({nodes_[v].own_read_until, nodes_[2 * v].own_read_until, nodes_[2 * v + 1].own_read_until});
+  }
+  queries_ = queries;
+}
+
+OccupancyIndex::PartialPaths OccupancyIndex::partial_paths(std::uint32_t first, std::uint32_t last) const {
+  // The first leaf's ancestor at height h lies inside [first, last) iff it starts at `first` (2^h
+  // divides first) and fits (2^h <= last - first); likewise the last leaf's iff it ends at `last`.
+  // Those heights are a prefix: the partial nodes start above it.
+  const auto widest_inside = static_cast<std::uint32_t>(std::bit_width(last - first) - 1);
+  return PartialPaths{
+      leaves_ + first,
+      leaves_ + last - 1,
+      std::min(static_cast<std::uint32_t>(std::countr_zero(first)), widest_inside) + 1,
+      std::min(static_cast<std::uint32_t>(std::countr_zero(last)), widest_inside) + 1,
+      static_cast<std::uint32_t>(std::bit_width(first ^ (last - 1))),
+  };
 }
 
 // ---- insert -----------------------------------------------------------------------------------
@@ -22,127 +67,142 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::uint32_t cached_depth)
 void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
   if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
   if (taken.begin >= taken.end) return;
+  if (inserts_ == std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("offline: more inserts than the occupancy index counts (2^32)");
+  }
+  ++inserts_;
   // The canonical nodes: the bottom-up decomposition of [first, last).
   const auto store = [&](NodeId v) {
-    sets_.add_run(nodes_[v].own, taken);
-    if (v < leaves_) sets_.add_run(nodes_[v].below, taken);  // a leaf's below is its own set
-    if (cached(v)) ++covers_[v].own_version;
+    NodeSets& node = nodes_[v];
+    if (v >= leaves_) {  // a leaf's below is its own set
+      if (read_later(node.below_read_until)) sets_.add_run(node.own, taken);
+      return;
+    }
+    if (read_later(node.own_read_until) && sets_.add_run(node.own, taken) && v < cover_ages_.size()) {
+      cover_ages_[v].own_changed_at = inserts_;
+    }
+    if (read_later(node.below_read_until)) sets_.add_run(node.below, taken);
   };
   for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
     if (lo & 1) store(lo++);
     if (hi & 1) store(--hi);
   }
-  // The partial nodes: the ancestors of the first and last leaf that are not inside the range,
-  // bottom up. below(parent) holds below(child), so once a node's below set already held the run
-  // (add_run false), so do all the nodes above it on that path: the walk stops there.
-  const NodeId first_leaf = leaves_ + first;
-  const NodeId last_leaf = leaves_ + last - 1;
-  bool left_goes_on = true;
-  bool right_goes_on = true;
-  for (std::uint32_t height = 1; height <= height_ && (left_goes_on || right_goes_on); ++height) {
-    const NodeId left = first_leaf >> height;
-    const NodeId right = last_leaf >> height;
-    if (right == left) {  // the paths have met (above a stopped walk, the run is held already)
-      left_goes_on = left_goes_on && right_goes_on &&
-                     (inside(left, height, first, last) || sets_.add_run(nodes_[left].below, taken));
-      right_goes_on = left_goes_on;
-      continue;
-    }
-    if (left_goes_on && !inside(left, height, first, last)) left_goes_on = sets_.add_run(nodes_[left].below, taken);
-    if (right_goes_on && !inside(right, height, first, last)) right_goes_on = sets_.add_run(nodes_[right].below, taken);
+  // The partial nodes hold the run in their below sets; bottom up on each path, then above the
+  // point where the paths meet (unless a walk stopped: then the nodes above hold it already, as
+  // far as a query to come reads them).
+  const PartialPaths p = partial_paths_of_last_query_or(first, last);
+  const std::uint32_t meet = std::min(p.meet, height_ + 1);
+  const bool left_goes_on = add_to_below(p.first_leaf, p.left_from, meet, taken);
+  const bool right_goes_on = add_to_below(p.last_leaf, p.right_from, meet, taken);
+  if (left_goes_on && right_goes_on) add_to_below(p.first_leaf, std::max(meet, p.left_from), height_ + 1, taken);
+}
+
+bool OccupancyIndex::add_to_below(NodeId leaf, std::uint32_t low, std::uint32_t high, OffsetRun run) {
+  for (std::uint32_t height = low; height < high; ++height) {
+    NodeSets& node = nodes_[leaf >> height];
+    // A set read later has had every insert so far, so when it holds the run already, so do those
+    // above it (below(parent) holds below(child)) that are read later.
+    if (read_later(node.below_read_until) && !sets_.add_run(node.below, run)) return false;
   }
+  return true;
 }
 
 // ---- query ------------------------------------------------------------------------------------
 
-const std::vector<OffsetRun>& OccupancyIndex::occupied(std::uint32_t first, std::uint32_t last) {
+std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::uint32_t last) {
   if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
-  answer_.clear();
+  if (!queries_.empty()) {
+    if (queries_done_ >= queries_.size() || queries_[queries_done_].first != first ||
+        queries_[queries_done_].last != last) {
+      throw std::logic_error("OccupancyIndex: a query other than the next one it was told of");
+    }
+    ++queries_done_;  // (the sets this query reads were read later until now)
+  }
+  parts_.clear();
   for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
-    if (lo & 1) add_to_answer(sets_.runs(below(lo++)));
-    if (hi & 1) add_to_answer(sets_.runs(below(--hi)));
+    if (lo & 1) add_part(below(lo++));
+    if (hi & 1) add_part(below(--hi));
   }
-  const NodeId first_leaf = leaves_ + first;
-  const NodeId last_leaf = leaves_ + last - 1;
-  add_partial_path(first_leaf, 0, first, last);
-  add_partial_path(last_leaf, first_leaf, first, last);
-  return answer_;
+  // The partial nodes: the shared top of the two paths, then each path's own part below it.
+  const PartialPaths p = partial_paths(first, last);
+  last_query_ = SlotRange{first, last};
+  last_query_paths_ = p;
+  const std::uint32_t top = height_ + 1;
+  const std::uint32_t meet = std::min(p.meet, top);
+  const std::uint32_t shared_from = std::max(meet, p.left_from);  // (= max(meet, right_from))
+  std::uint32_t changed = 0;
+  const NodeId shared = refresh_covers(p.first_leaf, shared_from, top, changed);
+  std::uint32_t left_changed = changed;
+  const NodeId left = refresh_covers(p.first_leaf, p.left_from, meet, left_changed);
+  const NodeId right = refresh_covers(p.last_leaf, p.right_from, meet, changed);
+  // The deepest cover on a path holds the covers above it: the shared one only when neither path
+  // has a cached node of its own.
+  if (left != 0 || right != 0) {
+    if (left != 0) add_part(covers_[left].runs);
+    if (right != 0) add_part(covers_[right].runs);
+  } else if (shared != 0) {
+    add_part(covers_[shared].runs);
+  }
+  if (lowest_cached_height_ > 1) {  // (partial nodes are never leaves: with height 1 cached, all are)
+    add_uncached_own(p.first_leaf, shared_from, top);
+    add_uncached_own(p.first_leaf, p.left_from, meet);
+    add_uncached_own(p.last_leaf, p.right_from, meet);
+  }
+  return unite_parts();
 }
 
-void OccupancyIndex::add_partial_path(NodeId leaf, NodeId other_leaf, std::uint32_t first, std::uint32_t last) {
-  // Top down (a cover is built from its parent's): the partial nodes are a prefix of the path.
-  NodeId deepest_cached = 0;
-  for (std::uint32_t height = height_ + 1; height-- > 0;) {
-    const NodeId v = leaf >> height;
-    if (inside(v, height, first, last)) break;
-    const bool on_other_path = other_leaf != 0 && (other_leaf >> height) == v;
-    if (cached(v)) {
-      fresh_cover(v);
-      // A node on both paths: the other path's deepest cached partial node is it or below it,
-      // and that cover holds this one.
-      deepest_cached = on_other_path ? 0 : v;
-    } else if (!on_other_path) {
-      add_to_answer(sets_.runs(nodes_[v].own));
-    }
+void OccupancyIndex::add_uncached_own(NodeId leaf, std::uint32_t low, std::uint32_t high) {
+  for (std::uint32_t height = low; height < std::min(high, lowest_cached_height_); ++height) {
+    add_part(nodes_[leaf >> height].own);
   }
-  if (deepest_cached != 0) add_to_answer(covers_[deepest_cached].runs);
 }
 
-void OccupancyIndex::add_to_answer(std::span<const OffsetRun> set) {
-  if (set.empty()) return;
-  if (answer_.empty()) {
-    answer_.assign(set.begin(), set.end());
-    return;
+OccupancyIndex::NodeId OccupancyIndex::refresh_covers(NodeId leaf, std::uint32_t low, std::uint32_t high,
+                                                      std::uint32_t& changed) {
+  NodeId v = 0;
+  std::uint32_t latest = changed;  // (a local stays in a register; the reference is reloaded after calls)
+  for (std::uint32_t height = high; height > std::max(low, lowest_cached_height_);) {
+    v = leaf >> --height;
+    const CoverAge age = cover_ages_[v];
+    latest = std::max(latest, age.own_changed_at);
+    if (age.built_at < latest) rebuild_cover(v);  // (before any insert: empty, as built)
   }
-  merge_union(answer_, set, merged_);
-  answer_.swap(merged_);
+  changed = latest;
+  return v;
 }
 
-const OccupancyIndex::RunSet& OccupancyIndex::fresh_cover(NodeId v) {
+void OccupancyIndex::rebuild_cover(NodeId v) {
   Cover& cover = covers_[v];
-  const Cover* parent = v == 1 ? nullptr : &covers_[v / 2];
-  const std::uint32_t parent_version = parent == nullptr ? 0 : parent->version;
-  if (cover.built_own_version == cover.own_version && cover.built_parent_version == parent_version) return cover.runs;
-  const std::span<const OffsetRun> parent_runs = parent == nullptr ? std::span<const OffsetRun>{} : parent->runs;
-  merge_union(parent_runs, sets_.runs(nodes_[v].own), cover.runs);
-  cover.built_own_version = cover.own_version;
-  cover.built_parent_version = parent_version;
-  ++cover.version;
-  return cover.runs;
+  const RunSet& own = nodes_[v].own;
+  const RunSet parent = v == 1 ? RunSet{} : covers_[v / 2].runs;
+  if (own.empty() || parent.empty()) {  // the cover is the other one: share its block
+    if (cover.owns_block) sets_.release(cover.runs);
+    cover.runs = own.empty() ? parent : own;
+    cover.owns_block = false;
+  } else {
+    if (!cover.owns_block) cover.runs = RunSet{};  // a block of its own, not the shared one
+    cover.owns_block = true;
+    sets_.assign_union(cover.runs, parent, own);
+  }
+  cover_ages_[v].built_at = inserts_;
 }
 
-// ---- merging ----------------------------------------------------------------------------------
-
-// out = a ∪ b, for sorted sets of disjoint non-touching runs.
-void OccupancyIndex::merge_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, RunSet& out) {
-  out.resize(a.size() + b.size());
-  if (out.empty()) return;
-  const OffsetRun* i = a.data();
-  const OffsetRun* const i_end = i + a.size();
-  const OffsetRun* j = b.data();
-  const OffsetRun* const j_end = j + b.size();
-  OffsetRun* o = out.data();
-  // `run` is the output run being grown; the next input run (in begin order) extends it when it
-  // touches or overlaps it, else `run` is done.
-  OffsetRun run = (j == j_end || (i != i_end && i->begin <= j->begin)) ? *i++ : *j++;
-  const auto take = [&](const OffsetRun& next) {
-    if (next.begin <= run.end) {
-      run.end = std::max(run.end, next.end);
-    } else {
-      *o++ = run;
-      run = next;
-    }
-  };
-  while (i != i_end && j != j_end) {
-    const bool from_a = i->begin <= j->begin;
-    take(from_a ? *i : *j);
-    i += from_a ? 1 : 0;
-    j += from_a ? 0 : 1;
+std::span<const OffsetRun> OccupancyIndex::unite_parts() {
+  if (parts_.empty()) return {};
+  if (parts_.size() == 1) return sets_.runs(parts_[0]);
+  std::size_t total = 0;
+  for (const RunSet& part : parts_) total += part.size;
+  for (std::vector<OffsetRun>& buffer : scratch_) {
+    if (buffer.size() < total) buffer.resize(2 * total);  // only ever grows: no filling per query
   }
-  while (i != i_end) take(*i++);
-  while (j != j_end) take(*j++);
-  *o++ = run;
-  out.resize(static_cast<std::size_t>(o - out.data()));
+  // Pairwise, into the two buffers in turn: the sets overlap heavily, so the union so far stays
+  // about the size of the answer (a k-way heap merge costs more on a handful of sets).
+  std::span<const OffsetRun> united = sets_.runs(parts_[0]);
+  for (std::size_t k = 1; k < parts_.size(); ++k) {
+    OffsetRun* const out = scratch_[k % 2].data();
+    united = {out, merge_union(united, sets_.runs(parts_[k]), out)};
+  }
+  return united;
 }
 
 }  // namespace fraglab::offline

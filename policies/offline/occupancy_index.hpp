@@ -2,30 +2,47 @@
 // greedy planner, without visiting every placed buffer that overlaps the interval.
 //
 // Time is a range of slots [0, slots). A perfect binary segment tree over the slots (heap
-// numbering: root 1, children 2v and 2v + 1, slot s at leaf L + s); each node covers a slot range
-// and holds sets of occupied offset ranges, each sorted, disjoint and merged (touching or
-// overlapping runs become one run, so a set is a union of buffers, usually of few runs):
+// numbering: root 1, children 2v and 2v + 1, slot s at leaf L + s, a node's height counted from
+// the leaves); each node covers a slot range and holds sets of occupied offset ranges, each
+// sorted, disjoint and merged (touching or overlapping runs become one run, so a set is a union
+// of buffers, usually of few runs):
 //  - own: the buffers whose slot range covers the node's whole range and none of its ancestors'
 //    (the node is one of the O(log n) canonical pieces of the buffer's range);
 //  - below: the union of every buffer stored in the node's subtree (own included): the buffers
 //    live somewhere in the node's range, except those held by an ancestor (for a leaf: own);
 //  - cover (upper levels only, a cache): the union of own over the node and its ancestors: every
 //    buffer live during the node's whole range.
-// A buffer live somewhere in a query range Q is held either by a node only partly inside Q (its
-// own buffers cover all of it, hence part of Q) or inside the subtree of a canonical node of Q.
-// The partial nodes are the top parts of the paths from the root to Q's first and last slot, so
-// the answer is the cover of the deepest partial node of each path plus below of each canonical
-// node: a handful of merged sets instead of every buffer live in Q (on training traces that is
-// ~1000 buffers in ~20 runs).
+// A buffer live somewhere in a query range Q is held either by a partial node of Q (one that
+// overlaps Q without lying inside it: its own buffers are live over all of it, hence in Q) or
+// inside the subtree of a canonical node of Q. The partial nodes are the top parts of the paths
+// from the root to Q's first and last slot (above the heights where those paths enter Q, found by
+// bit arithmetic on the slot numbers), so the answer is the cover of the deepest partial node of
+// each path plus below of each canonical node: a handful of merged sets instead of every buffer
+// live in Q (on training traces that is ~1000 buffers in ~10-20 runs).
 //
 // The cover cache is rebuilt lazily, top down along a query's paths: a node's cover is stale when
-// its own set or its parent's cover changed since it was built (version counters). Deep nodes
-// change too often between visits for a cache to pay, so below `cached_depth` (13 by default:
-// best on the traces measured) the partial nodes' own sets are read one by one instead.
+// an own set on its path from the root changed after it was built (each cached node records the
+// insert that last changed its own set; the walk carries the latest along the path). A cover that
+// would be a copy of its parent's cover or of its own set (the other being empty) shares that
+// block instead. Deep nodes change too often between visits for a cache to pay, so below
+// `cached_depth` (13 by default: best on the traces measured) the partial nodes' own sets are read
+// one by one instead.
+//
+// Queries known in advance (the planner's case: one query per request, in placement order): a
+// node's below set is read only by the queries that have it as a canonical node, its own set only
+// by those that have it as a partial node (directly, or through a cover of it or of a node under
+// it, which is partial only if it is). The constructor notes, per node, the last query that reads
+// each; an insert then skips the sets no query to come will read (on training traces ~40 % of the
+// set inserts). A skipped set goes stale for good, which is safe because it is never read again;
+// a set still read later has had every insert so far, which keeps the early stop of the below
+// walk sound. Without the list, every set is kept and any queries may come.
 //
 // Cost: insert and query touch O(log n) nodes, found by index arithmetic; a set insert is a
 // binary search and a move of the tail of a small array (run_set_store.hpp); a query merges a
-// few sorted sets.
+// few sorted sets, pairwise, in two buffers reused from query to query. On lm2.7b (2,843 slots,
+// 7,095 requests) a query unites ~4.5 sets (~10 for the long-lived requests) and an insert adds
+// to ~9 sets (~15 without the known queries); what time is left goes mostly to the branch
+// mispredictions of merging and searching these small sets.
 #pragma once
 
 #include <cstdint>
@@ -37,60 +54,106 @@
 
 namespace fraglab::offline {
 
+struct SlotRange {
+  std::uint32_t first = 0;
+  std::uint32_t last = 0;  // exclusive
+};
+
 class OccupancyIndex {
  public:
   static constexpr std::uint32_t kDefaultCachedDepth = 13;
   static constexpr std::uint32_t kMaxSlots = std::uint32_t{1} << 30;  // node ids stay 32-bit
 
-  // Nodes at depth <= cached_depth (root: 0) keep a cover set: at most 2^(cached_depth + 1).
-  explicit OccupancyIndex(std::uint32_t slots, std::uint32_t cached_depth = kDefaultCachedDepth);
+  // `queries`: the ranges of every occupied() call to come, in order, when known (then the calls
+  // must follow it; fewer than 2^32; the index reads it as it goes: it must outlive the index);
+  // empty: any queries. Nodes at depth <= cached_depth (root: 0) keep a cover set: at most
+  // 2^(cached_depth + 1) of them.
+  explicit OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> queries = {},
+                          std::uint32_t cached_depth = kDefaultCachedDepth);
 
   // [taken.begin, taken.end) is occupied during slots [first, last) (first < last <= slots).
+  // At most 2^32 - 1 inserts.
   void insert(std::uint32_t first, std::uint32_t last, OffsetRun taken);
   // The offsets occupied at some slot of [first, last), as sorted, disjoint, non-touching runs.
-  // The reference stays valid until the next call. (Not const: refreshes the cover cache.)
-  const std::vector<OffsetRun>& occupied(std::uint32_t first, std::uint32_t last);
+  // The span stays valid until the next call. (Not const: refreshes the cover cache.)
+  std::span<const OffsetRun> occupied(std::uint32_t first, std::uint32_t last);
 
  private:
-  using RunSet = std::vector<OffsetRun>;
   using NodeId = std::uint32_t;
 
-  // True when node `v` at `height` (leaves: 0) covers only slots of [first, last).
-  bool inside(NodeId v, std::uint32_t height, std::uint32_t first, std::uint32_t last) const {
-    const std::uint64_t begin = (std::uint64_t{v} << height) - leaves_;
-    const std::uint64_t end = (std::uint64_t{v + 1} << height) - leaves_;
-    return first <= begin && end <= last;
+  // The partial nodes of a slot range: the ancestors of its first leaf at heights
+  // [left_from, root], of its last leaf at heights [right_from, root]; the two paths are one at
+  // heights >= meet. (A height past the root means no such node.)
+  struct PartialPaths {
+    NodeId first_leaf;
+    NodeId last_leaf;
+    std::uint32_t left_from;
+    std::uint32_t right_from;
+    std::uint32_t meet;
+  };
+  PartialPaths partial_paths(std::uint32_t first, std::uint32_t last) const;
+  // The same, reusing the last query's when it had this range (the planner inserts each request
+  // right after querying its range).
+  PartialPaths partial_paths_of_last_query_or(std::uint32_t first, std::uint32_t last) const {
+    return first == last_query_.first && last == last_query_.last ? last_query_paths_ : partial_paths(first, last);
   }
-  bool cached(NodeId v) const { return v < covers_.size(); }
+
   // A leaf's subtree is itself: its below set is its own set (kept once).
-  RunSetStore::Handle below(NodeId v) const { return v >= leaves_ ? nodes_[v].own : nodes_[v].below; }
-  // Adds the partial nodes of the path from the root to `leaf` (top part, depth < stop_height's)
-  // to the answer; `other_leaf`'s path was already added where the two paths coincide.
-  void add_partial_path(NodeId leaf, NodeId other_leaf, std::uint32_t first, std::uint32_t last);
-  void add_to_answer(std::span<const OffsetRun> set);
-  const RunSet& fresh_cover(NodeId v);
-  static void merge_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, RunSet& out);
+  const RunSet& below(NodeId v) const { return v >= leaves_ ? nodes_[v].own : nodes_[v].below; }
+  // Whether a query to come reads a set that the queries before `read_until` read last.
+  bool read_later(std::uint32_t read_until) const { return read_until > queries_done_; }
+  // Notes the nodes the known queries read (the constructor's pass over them).
+  void note_reads(std::span<const SlotRange> queries);
+  // Adds `run` to below of leaf's ancestors at heights [low, high), bottom up; false when it met
+  // a set that held the run already (so do all the sets above it: the walk stops there).
+  bool add_to_below(NodeId leaf, std::uint32_t low, std::uint32_t high, OffsetRun run);
+
+  void add_part(const RunSet& set) {
+    if (!set.empty()) parts_.push_back(set);
+  }
+  // Query parts: the own sets of leaf's uncached ancestors at heights [low, high).
+  void add_uncached_own(NodeId leaf, std::uint32_t low, std::uint32_t high);
+  // Refreshes the covers of leaf's cached ancestors at heights [low, high), top down (the one
+  // above is fresh). `changed` is the latest own-set change above them and comes back updated.
+  // Returns the deepest of them, 0 when there is none.
+  NodeId refresh_covers(NodeId leaf, std::uint32_t low, std::uint32_t high, std::uint32_t& changed);
+  void rebuild_cover(NodeId v);
+  // The union of parts_ (in scratch_, or a set of the store when there is only one).
+  std::span<const OffsetRun> unite_parts();
 
   std::uint32_t slots_;
   std::uint32_t leaves_;  // bit_ceil(slots): slot s is leaf leaves_ + s
   std::uint32_t height_;  // the root's height: log2(leaves_)
-  struct NodeSets {  // a node's own and below sets in sets_ (together: one cache line to touch)
-    RunSetStore::Handle own = RunSetStore::kNone;
-    RunSetStore::Handle below = RunSetStore::kNone;
+  std::uint32_t lowest_cached_height_;  // nodes at this height and above keep a cover
+  struct NodeSets {  // a node's sets and when they are read last (32 bytes: half a cache line)
+    RunSet own;
+    RunSet below;
+    // 1 + the index of the last query that reads the set (0: none; all ones: any may).
+    std::uint32_t own_read_until = ~std::uint32_t{0};
+    std::uint32_t below_read_until = ~std::uint32_t{0};
   };
   std::vector<NodeSets> nodes_;  // by node id
   RunSetStore sets_;
+  struct CoverAge {  // per cached node, what the freshness check reads (8 bytes: dense)
+    std::uint32_t own_changed_at = 0;  // the insert that last changed the node's own set
+    std::uint32_t built_at = 0;        // inserts done when its cover was built
+  };
+  // A cover that is its parent's cover or its own set shares that block: the block cannot change
+  // without an own set on the node's path changing, which makes the cover stale first.
   struct Cover {
     RunSet runs;
-    std::uint32_t own_version = 0;          // bumped by every insert into the node's own set
-    std::uint32_t version = 0;              // bumped by every rebuild of runs
-    std::uint32_t built_own_version = 0;    // own_version when runs was built
-    std::uint32_t built_parent_version = 0;  // the parent's version then
+    bool owns_block = false;
   };
-  std::vector<Cover> covers_;  // by node id, for the cached levels
-  // The answer of the query in progress, and a buffer to merge into.
-  RunSet answer_;
-  RunSet merged_;
+  std::vector<CoverAge> cover_ages_;  // by node id, for the cached levels
+  std::vector<Cover> covers_;         // the same
+  SlotRange last_query_;
+  PartialPaths last_query_paths_{};
+  std::uint32_t inserts_ = 0;
+  std::span<const SlotRange> queries_;  // the known queries (empty: any)
+  std::uint32_t queries_done_ = 0;
+  // The query in progress: the sets whose union is the answer, and two buffers to merge in.
+  std::vector<RunSet> parts_;
+  std::vector<OffsetRun> scratch_[2];
 };
 
 }  // namespace fraglab::offline

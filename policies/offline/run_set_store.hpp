@@ -1,17 +1,27 @@
 // RunSetStore: many small sets of offset runs in one pooled array, for the OccupancyIndex.
 //
-// A set is a sorted vector of disjoint, non-touching runs [begin, end); add_run merges a new run
+// A set is a sorted array of disjoint, non-touching runs [begin, end); add_run merges a new run
 // with the runs it touches or overlaps, so a set is the union of everything added to it. The
-// index keeps two sets per tree node (a million sets on a million-event trace, most of them a
-// few runs), so sets live in blocks of one pool rather than in a std::vector each: a set that
-// outgrows its block moves to one twice as large and leaves the old block on a free list of its
-// size class for the next set that grows. No allocation per set, and a set's runs are contiguous.
+// index keeps two or three sets per tree node (a million sets on a million-event trace, most of
+// them a few runs), so sets live in blocks of one pool rather than in a std::vector each: a set
+// that outgrows its block moves to one twice as large and leaves the old block on a free list of
+// its size class for the next set that grows. No allocation per set, and a set's runs are
+// contiguous.
+//
+// A RunSet is only a place in the pool (start, size, capacity), held by its owner (the index's
+// node array) so that reading a set is one load, not a handle lookup. Blocks never move while
+// their set lives, but the pool itself may reallocate when it grows: keep RunSets, not pointers,
+// across a call that can take a block (add_run, assign_union). The pool is reserved up front for
+// what a training trace needs (the index's guess) and is never written before use, so neither
+// growing nor zero-filling it shows up in the plan's time.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -20,95 +30,162 @@
 
 namespace fraglab::offline {
 
+// (No member initializers: a trivial type, so the pool can be allocated without being written.)
 struct OffsetRun {
-  Bytes begin = 0;
-  Bytes end = 0;  // exclusive
+  Bytes begin;
+  Bytes end;  // exclusive
 };
+
+// A set's place in the pool: runs pool[start, start + size) of a block of `capacity` runs
+// (capacity 0: the empty set before its first run, with no block).
+struct RunSet {
+  std::uint32_t start = 0;
+  std::uint32_t size = 0;
+  std::uint32_t capacity = 0;
+
+  bool empty() const { return size == 0; }
+};
+
+// out = a ∪ b for sorted sets of disjoint non-touching runs; `out` has room for |a| + |b| runs
+// and overlaps neither input. Returns the number of runs written.
+inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, OffsetRun* out) {
+  const OffsetRun* i = a.data();
+  const OffsetRun* const i_end = i + a.size();
+  const OffsetRun* j = b.data();
+  const OffsetRun* const j_end = j + b.size();
+  if (i == i_end) return static_cast<std::size_t>(std::copy(j, j_end, out) - out);
+  if (j == j_end) return static_cast<std::size_t>(std::copy(i, i_end, out) - out);
+  OffsetRun* o = out;
+  // `run` is the output run being grown; the next input run (in begin order) extends it when it
+  // touches or overlaps it, else `run` is done. (`run` is stored at `o` every step, and `o`
+  // moves on only when it is done: o stays behind the runs read, so the spare stores land inside
+  // `out`. Fully branch-free selects measured slower: the branches are mostly predictable.)
+  OffsetRun run = i->begin <= j->begin ? *i : *j;
+  const auto take = [&](const OffsetRun& next) {
+    const bool extends = next.begin <= run.end;
+    *o = run;
+    o += extends ? 0 : 1;
+    run.begin = extends ? run.begin : next.begin;
+    run.end = extends ? std::max(run.end, next.end) : next.end;
+  };
+  while (i != i_end && j != j_end) {
+    const bool from_a = i->begin <= j->begin;
+    const OffsetRun next{from_a ? i->begin : j->begin, from_a ? i->end : j->end};
+    i += from_a ? 1 : 0;
+    j += from_a ? 0 : 1;
+    take(next);
+  }
+  while (i != i_end) take(*i++);
+  while (j != j_end) take(*j++);
+  *o++ = run;
+  return static_cast<std::size_t>(o - out);
+}
 
 class RunSetStore {
  public:
-  using Handle = std::uint32_t;
-  static constexpr Handle kNone = std::numeric_limits<Handle>::max();  // the empty set
+  // Room for `expected_runs` before the pool first grows (memory only: nothing is written).
+  explicit RunSetStore(std::size_t expected_runs) { reserve(std::max<std::size_t>(expected_runs, kFirstCapacity)); }
 
-  std::span<const OffsetRun> runs(Handle set) const {
-    if (set == kNone) return {};
-    const Header& h = headers_[set];
-    return {pool_.data() + h.start, h.size};
-  }
+  std::span<const OffsetRun> runs(const RunSet& set) const { return {pool_.get() + set.start, set.size}; }
 
-  // Adds [run.begin, run.end) to the set (creating it when `set` is kNone). False when the set
-  // held it already (and is unchanged).
-  bool add_run(Handle& set, OffsetRun run) {
-    if (set == kNone) {
-      set = static_cast<Handle>(headers_.size());
-      headers_.push_back(Header{take_block(0), 0, 0});
-    }
-    Header& h = headers_[set];
-    OffsetRun* const base = pool_.data() + h.start;
+  // Adds [run.begin, run.end) to the set. False when the set held it already (and is unchanged).
+  bool add_run(RunSet& set, OffsetRun run) {
+    OffsetRun* const base = pool_.get() + set.start;
+    OffsetRun* const end = base + set.size;
     // The first run that ends at or after run.begin touches or overlaps it, as may the ones after
     // it up to the first that starts past run.end; all of them merge into one.
-    OffsetRun* const end = base + h.size;
-    OffsetRun* const first =
-        std::lower_bound(base, end, run.begin, [](const OffsetRun& r, Bytes begin) { return r.end < begin; });
-    OffsetRun* last = first;
-    while (last != end && last->begin <= run.end) {
-      run.begin = std::min(run.begin, last->begin);
-      run.end = std::max(run.end, last->end);
-      ++last;
-    }
-    if (first != last) {  // merged: one run replaces [first, last)
-      if (last - first == 1 && first->begin == run.begin && first->end == run.end) return false;
-      *first = run;
-      std::copy(last, end, first + 1);
-      h.size -= static_cast<std::uint32_t>(last - first - 1);
+    OffsetRun* const first = first_ending_at_or_after(base, set.size, run.begin);
+    if (first != end && first->begin <= run.end) {
+      if (first->begin <= run.begin && run.end <= first->end) return false;  // held already
+      OffsetRun* last = first + 1;  // past the runs that merge
+      while (last != end && last->begin <= run.end) ++last;
+      first->begin = std::min(first->begin, run.begin);
+      first->end = std::max(last[-1].end, run.end);
+      if (last != first + 1) {
+        std::copy(last, end, first + 1);
+        set.size -= static_cast<std::uint32_t>(last - first - 1);
+      }
       return true;
     }
-    const std::uint32_t at = static_cast<std::uint32_t>(first - base);
-    if (h.size == capacity(h.size_class)) grow(h);  // moves the runs (and may move pool_)
-    OffsetRun* const runs = pool_.data() + h.start;
-    std::copy_backward(runs + at, runs + h.size, runs + h.size + 1);
+    // Touches nothing: a new run at `first`.
+    const auto at = static_cast<std::uint32_t>(first - base);
+    if (set.size == set.capacity) move_to_block(set, std::max(kFirstCapacity, 2 * set.capacity));  // may move pool_
+    OffsetRun* const runs = pool_.get() + set.start;
+    std::copy_backward(runs + at, runs + set.size, runs + set.size + 1);
     runs[at] = run;
-    ++h.size;
+    ++set.size;
     return true;
   }
 
+  // set = a ∪ b, where a and b are other sets of this store (neither is `set`, whose block they
+  // may not share either).
+  void assign_union(RunSet& set, const RunSet& a, const RunSet& b) {
+    const std::uint32_t most = a.size + b.size;
+    if (most > set.capacity) {  // a new block; the old contents need not come along
+      set.size = 0;
+      move_to_block(set, std::max(kFirstCapacity, std::bit_ceil(most)));  // may move pool_
+    }
+    set.size = static_cast<std::uint32_t>(merge_union(runs(a), runs(b), pool_.get() + set.start));
+  }
+
+  // Gives the set's block back (the set becomes empty, with no block).
+  void release(RunSet& set) {
+    if (set.capacity != 0) free_list(set.capacity).push_back(set.start);
+    set = RunSet{};
+  }
+
  private:
-  struct Header {
-    std::uint32_t start;       // index of the block in pool_
-    std::uint32_t size;        // runs in use
-    std::uint32_t size_class;  // the block holds capacity(size_class) runs
-  };
   static constexpr std::uint32_t kFirstCapacity = 2;
-  static std::uint32_t capacity(std::uint32_t size_class) { return kFirstCapacity << size_class; }
 
-  std::uint32_t take_block(std::uint32_t size_class) {
-    if (size_class < free_blocks_.size() && !free_blocks_[size_class].empty()) {
-      const std::uint32_t start = free_blocks_[size_class].back();
-      free_blocks_[size_class].pop_back();
-      return start;
+  // lower_bound by end over runs[0, size), without branches on the data (the comparisons of a
+  // binary search over runs that merge and split are unpredictable).
+  static OffsetRun* first_ending_at_or_after(OffsetRun* runs, std::uint32_t size, Bytes begin) {
+    if (size == 0) return runs;
+    while (size > 1) {
+      const std::uint32_t half = size / 2;
+      runs += static_cast<std::uint32_t>(runs[half - 1].end < begin) * half;  // (a multiply, not a branch)
+      size -= half;
     }
-    const std::size_t start = pool_.size();
-    if (start + capacity(size_class) > std::numeric_limits<std::uint32_t>::max()) {
-      throw std::length_error("offline: the occupancy index outgrew its 2^32-run pool");
-    }
-    pool_.resize(start + capacity(size_class));
-    return static_cast<std::uint32_t>(start);
+    return runs->end < begin ? runs + 1 : runs;
   }
 
-  void grow(Header& h) {
-    const std::uint32_t old_start = h.start;
-    const std::uint32_t old_class = h.size_class;
-    const std::uint32_t new_start = take_block(old_class + 1);
-    std::copy(pool_.begin() + old_start, pool_.begin() + old_start + h.size, pool_.begin() + new_start);
-    if (free_blocks_.size() <= old_class) free_blocks_.resize(old_class + 1);
-    free_blocks_[old_class].push_back(old_start);
-    h.start = new_start;
-    h.size_class = old_class + 1;
+  std::vector<std::uint32_t>& free_list(std::uint32_t capacity) {
+    return free_blocks_[static_cast<std::size_t>(std::countr_zero(capacity))];
   }
 
-  std::vector<Header> headers_;
-  std::vector<OffsetRun> pool_;
-  std::vector<std::vector<std::uint32_t>> free_blocks_;  // block starts by size class
+  // Moves the set's runs into a block of `capacity` runs (a power of two) and frees the old one.
+  void move_to_block(RunSet& set, std::uint32_t capacity) {
+    std::vector<std::uint32_t>& reuse = free_list(capacity);
+    std::uint32_t start = 0;
+    if (!reuse.empty()) {
+      start = reuse.back();
+      reuse.pop_back();
+    } else {
+      if (used_ + capacity > std::numeric_limits<std::uint32_t>::max()) {
+        throw std::length_error("offline: the occupancy index outgrew its 2^32-run pool");
+      }
+      if (used_ + capacity > capacity_) reserve(std::max<std::size_t>(2 * capacity_, used_ + capacity));
+      start = static_cast<std::uint32_t>(used_);
+      used_ += capacity;
+    }
+    std::copy_n(pool_.get() + set.start, set.size, pool_.get() + start);
+    if (set.capacity != 0) free_list(set.capacity).push_back(set.start);
+    set.start = start;
+    set.capacity = capacity;
+  }
+
+  void reserve(std::size_t runs) {
+    auto bigger = std::make_unique_for_overwrite<OffsetRun[]>(runs);  // unwritten: OffsetRun is trivial
+    if (used_ != 0) std::copy_n(pool_.get(), used_, bigger.get());
+    pool_ = std::move(bigger);
+    capacity_ = runs;
+  }
+
+  // The pool: blocks in [0, used_) of capacity_ runs.
+  std::unique_ptr<OffsetRun[]> pool_;
+  std::size_t used_ = 0;
+  std::size_t capacity_ = 0;
+  std::array<std::vector<std::uint32_t>, 32> free_blocks_;  // block starts by size class (log2 capacity)
 };
 
 }  // namespace fraglab::offline

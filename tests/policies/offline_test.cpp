@@ -17,6 +17,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -509,47 +510,107 @@ TEST(OfflinePlan, MatchesTheQuadraticDefinitionOnRandomIntervals) {
 }
 
 // The index's answer against the union of every inserted run whose slot range meets the query's,
-// with the cover cache on every level, on none, and on the upper levels only.
+// with the cover cache on every level, on none, and on the upper levels only; each time both with
+// the queries announced up front (the planner's use: sets no later query reads are skipped) and
+// without.
 TEST(OfflinePlan, OccupancyIndexAnswersTheUnionOfOverlappingRuns) {
+  struct Step {
+    bool insert;
+    offline::SlotRange slots;
+    offline::OffsetRun run;  // for an insert
+  };
   for (const std::uint32_t cached_depth : {0u, 3u, 40u}) {
     Rng rng(cached_depth + 1);
     const std::uint32_t slots = 300;
-    offline::OccupancyIndex index(slots, cached_depth);
-    struct Inserted {
-      std::uint32_t first, last;
-      offline::OffsetRun run;
-    };
-    std::vector<Inserted> inserted;
+    std::vector<Step> steps;
+    std::vector<offline::SlotRange> queries;
     for (int step = 0; step < 1500; ++step) {
       const auto first = static_cast<std::uint32_t>(rng.below(slots));
       const auto last = static_cast<std::uint32_t>(
           std::min<std::uint64_t>(slots, first + 1 + (rng.below(5) == 0 ? rng.below(slots) : rng.below(6))));
-      if (rng.below(2) == 0) {
-        const Bytes begin = rng.below(200) * 8;
-        const offline::OffsetRun run{begin, begin + 8 * (1 + rng.below(10))};
-        index.insert(first, last, run);
-        inserted.push_back({first, last, run});
-        continue;
-      }
-      std::vector<offline::OffsetRun> expected;
-      for (const Inserted& i : inserted) {
-        if (i.first < last && first < i.last) expected.push_back(i.run);
-      }
-      std::sort(expected.begin(), expected.end(),
-                [](const offline::OffsetRun& a, const offline::OffsetRun& b) { return a.begin < b.begin; });
-      std::vector<std::pair<Bytes, Bytes>> merged;  // touching runs merge too
-      for (const offline::OffsetRun& r : expected) {
-        if (!merged.empty() && r.begin <= merged.back().second) {
-          merged.back().second = std::max(merged.back().second, r.end);
-        } else {
-          merged.emplace_back(r.begin, r.end);
+      const bool insert = rng.below(2) == 0;
+      const Bytes begin = rng.below(200) * 8;
+      steps.push_back({insert, {first, last}, {begin, begin + 8 * (1 + rng.below(10))}});
+      if (!insert) queries.push_back({first, last});
+    }
+    for (const bool announced : {false, true}) {
+      offline::OccupancyIndex index(slots, announced ? std::span<const offline::SlotRange>(queries)
+                                                     : std::span<const offline::SlotRange>(), cached_depth);
+      std::vector<const Step*> inserted;
+      for (std::size_t k = 0; k < steps.size(); ++k) {
+        const auto [first, last] = steps[k].slots;
+        if (steps[k].insert) {
+          index.insert(first, last, steps[k].run);
+          inserted.push_back(&steps[k]);
+          continue;
         }
+        std::vector<offline::OffsetRun> expected;
+        for (const Step* i : inserted) {
+          if (i->slots.first < last && first < i->slots.last) expected.push_back(i->run);
+        }
+        std::sort(expected.begin(), expected.end(),
+                  [](const offline::OffsetRun& a, const offline::OffsetRun& b) { return a.begin < b.begin; });
+        std::vector<std::pair<Bytes, Bytes>> merged;  // touching runs merge too
+        for (const offline::OffsetRun& r : expected) {
+          if (!merged.empty() && r.begin <= merged.back().second) {
+            merged.back().second = std::max(merged.back().second, r.end);
+          } else {
+            merged.emplace_back(r.begin, r.end);
+          }
+        }
+        std::vector<std::pair<Bytes, Bytes>> answer;
+        for (const offline::OffsetRun& r : index.occupied(first, last)) answer.emplace_back(r.begin, r.end);
+        ASSERT_EQ(answer, merged) << "cached_depth " << cached_depth << ", announced " << announced << ", step " << k;
       }
-      std::vector<std::pair<Bytes, Bytes>> answer;
-      for (const offline::OffsetRun& r : index.occupied(first, last)) answer.emplace_back(r.begin, r.end);
-      ASSERT_EQ(answer, merged) << "cached_depth " << cached_depth << ", step " << step;
     }
   }
+}
+
+// Announced queries must come in the announced order: the index has skipped the sets that only
+// other queries would read.
+TEST(OfflinePlan, OccupancyIndexRefusesAQueryItWasNotTold) {
+  const std::vector<offline::SlotRange> queries = {{0, 2}, {1, 3}};
+  offline::OccupancyIndex index(4, queries);
+  EXPECT_THROW(index.occupied(1, 3), std::logic_error);  // the first announced is [0, 2)
+  EXPECT_TRUE(index.occupied(0, 2).empty());
+  index.insert(0, 2, offline::OffsetRun{0, 512});
+  EXPECT_EQ(index.occupied(1, 3).size(), 1u);
+  EXPECT_THROW(index.occupied(0, 2), std::logic_error);  // none announced is left
+  EXPECT_THROW(offline::OccupancyIndex(4, std::vector<offline::SlotRange>{{2, 5}}), std::logic_error);
+}
+
+// The placement order on keys wider than a byte (the order is sorted digit by digit): sizes from
+// one unit to terabytes, lifetimes up to ~2^18 positions, with ties in both; checked against the
+// order's definition through the plan of requests that all overlap (each goes on top of the ones
+// placed before it, so the offsets spell the order out).
+TEST(OfflinePlan, PlacementOrderHoldsForWideSizesAndLifetimes) {
+  Rng rng(7);
+  std::vector<PlannedRequest> requests;
+  const std::uint64_t middle = std::uint64_t{1} << 18;  // every interval contains it
+  for (int i = 0; i < 400; ++i) {
+    const Bytes size = rng.below(4) == 0 ? Bytes{512} << rng.below(4) : (1 + rng.below(1000)) << rng.below(31);
+    const std::uint64_t before = rng.below(3) == 0 ? 100 : rng.below(std::uint64_t{1} << 17);
+    const std::uint64_t after = 1 + (rng.below(3) == 0 ? 50 : rng.below(std::uint64_t{1} << 17));
+    requests.push_back(request(middle - before, middle + after, size));
+  }
+  std::sort(requests.begin(), requests.end(),
+            [](const PlannedRequest& a, const PlannedRequest& b) { return a.begin < b.begin; });
+  const offline::GreedyPlan plan = offline::plan_greedy_by_size(requests, 512);
+  std::vector<std::size_t> order(requests.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const std::uint64_t life_a = requests[a].end - requests[a].begin;
+    const std::uint64_t life_b = requests[b].end - requests[b].begin;
+    if (plan.sizes[a] != plan.sizes[b]) return plan.sizes[a] > plan.sizes[b];
+    if (life_a != life_b) return life_a > life_b;
+    return a < b;
+  });
+  Bytes top = 0;
+  for (const std::size_t k : order) {
+    ASSERT_EQ(plan.offsets[k], top) << "request " << k;
+    top += plan.sizes[k];
+  }
+  EXPECT_EQ(plan.heap_size, top);
 }
 
 // A recorded PyTorch run (324 allocations live at the start, deferred frees): the plan is valid
