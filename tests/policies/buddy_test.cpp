@@ -175,15 +175,7 @@ TEST(Buddy, SegmentsListTopBlocksAndOwnMallocs) {
 }
 
 TEST(Buddy, RejectsBadOptions) {
-  SimDevice device;
-  auto message_of = [&](const std::string& spec) -> std::string {
-    try {
-      create_policy(spec, device);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
+  const auto message_of = spec_error;
   const std::string unknown = message_of("buddy:order:3");
   EXPECT_NE(unknown.find("buddy"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("'order'"), std::string::npos) << unknown;

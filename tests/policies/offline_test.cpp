@@ -337,15 +337,7 @@ TEST(Offline, SamePlanTwice) {
 }
 
 TEST(Offline, OptionErrorsNameTheKeyAndTheAcceptedValues) {
-  SimDevice device;
-  const auto message = [&](const std::string& spec) -> std::string {
-    try {
-      create_policy(spec, device);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
+  const auto message = spec_error;
   EXPECT_EQ(message("offline:colour:red"), "offline: unknown option 'colour' (accepted: alignment)");
   const std::string expected_alignment = "offline: alignment: expected a power of two from 1 to 1073741824 (bytes), got ";
   EXPECT_EQ(message("offline:alignment:0"), expected_alignment + "'0'");

@@ -94,6 +94,17 @@ inline Event mark(std::uint32_t label, std::uint32_t value) {
   return e;
 }
 
+// The InputError text creating `spec` gives, or "(no error)".
+inline std::string spec_error(const std::string& spec) {
+  SimDevice device;
+  try {
+    create_policy(spec, device);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 inline Event empty_cache_event() { return with_op(Op::EmptyCache, 0); }
 
 // The invariant checker found nothing.
