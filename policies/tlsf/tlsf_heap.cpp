@@ -43,29 +43,30 @@ TlsfHeap::Index TlsfHeap::take(Index index, Bytes size) {
   return index;
 }
 
+// `left` absorbs its physical successor (already taken off its free list).
+void TlsfHeap::absorb_next(Index left) {
+  const Index right = blocks_[left].next_phys;
+  BlockRecord& b = blocks_[left];
+  b.size += blocks_[right].size;
+  b.next_phys = blocks_[right].next_phys;
+  if (b.next_phys != kNil) blocks_[b.next_phys].prev_phys = left;
+  drop_record(right);
+  ++merges_;
+}
+
 void TlsfHeap::free(Index index) {
   blocks_[index].free = true;
   // Merge with the next neighbour first: this record absorbs it.
   const Index next = blocks_[index].next_phys;
   if (next != kNil && blocks_[next].free) {
     remove_free(next);
-    BlockRecord& b = blocks_[index];
-    b.size += blocks_[next].size;
-    b.next_phys = blocks_[next].next_phys;
-    if (b.next_phys != kNil) blocks_[b.next_phys].prev_phys = index;
-    drop_record(next);
-    ++merges_;
+    absorb_next(index);
   }
   // Then with the previous one, which absorbs this record.
   const Index prev = blocks_[index].prev_phys;
   if (prev != kNil && blocks_[prev].free) {
     remove_free(prev);
-    BlockRecord& p = blocks_[prev];
-    p.size += blocks_[index].size;
-    p.next_phys = blocks_[index].next_phys;
-    if (p.next_phys != kNil) blocks_[p.next_phys].prev_phys = prev;
-    drop_record(index);
-    ++merges_;
+    absorb_next(prev);
     index = prev;
   }
   insert_free(index);

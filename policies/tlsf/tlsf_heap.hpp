@@ -82,6 +82,7 @@ class TlsfHeap {
   void remove_free(Index index);
   Index new_record();
   void drop_record(Index index);
+  void absorb_next(Index left);
   std::size_t list_of(SizeClass c) const { return (std::size_t{c.fl} << sl_bits_) + c.sl; }
 
   const unsigned sl_bits_;
