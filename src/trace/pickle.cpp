@@ -9,7 +9,8 @@
 // How it stays fast (a snapshot trace entry is ~18 opcodes plus one memo GET per stack frame, as
 // the frame dicts are shared): values are 16-byte PODs copied with memcpy, strings are views into
 // the input, containers come from one bump arena (pickle.hpp), the read position lives in a
-// register, and the dispatch is a single switch that takes runs of memo GETs in a loop.
+// register, the dispatch is a single switch, long runs of memo GETs are taken by a tight loop
+// (take_get_run), and with PickleOptions::skip_key the stack frames are checked but not built.
 #include "trace/pickle.hpp"
 
 #include <algorithm>
@@ -110,6 +111,14 @@ enum Opcode : std::uint8_t {
 };
 
 constexpr int kHighestProtocol = 5;
+
+// Bytes of a memo GET by its opcode (0: not a BINGET / LONG_BINGET).
+constexpr std::array<std::uint8_t, 256> kGetLength = [] {
+  std::array<std::uint8_t, 256> n{};
+  n[BINGET] = 2;
+  n[LONG_BINGET] = 5;
+  return n;
+}();
 
 constexpr std::array<const char*, 256> make_opcode_names() {
   std::array<const char*, 256> n{};
@@ -296,8 +305,14 @@ class ValueStack {
   Value& operator[](std::size_t i) { return base_[i]; }
   const Value& operator[](std::size_t i) const { return base_[i]; }
   void pop_back() { --top_; }
+  // For bulk pushes: make room for n more, write them from top(), then set_top().
+  void reserve_more(std::size_t n) {
+    if (n > static_cast<std::size_t>(end_ - top_)) grow(std::max(size() + n, 2 * size()));
+  }
+  Value* top() { return top_; }
+  void set_top(Value* top) { top_ = top; }
   void shrink_to(std::size_t n) { top_ = base_ + n; }  // n <= size()
-  void push_back(const Value& v) {
+  [[gnu::always_inline]] void push_back(const Value& v) {
     if (top_ == end_) [[unlikely]]
       grow(2 * size());
     *top_++ = v;
@@ -330,12 +345,18 @@ inline void copy_values(Value* to, const Value* from, std::size_t n) {
   if (n) std::memcpy(static_cast<void*>(to), from, n * sizeof(Value));
 }
 
+// Thrown when a container built as Kind::Skipped turns out to be reachable other than as a
+// skip_key value: PickleDocument then parses again without skipping.
+struct SkippedValueEscapes {};
+
 class Machine {
  public:
-  Machine(std::string_view bytes, std::string_view origin, Arena& arena)
+  Machine(std::string_view bytes, std::string_view origin, Arena& arena,
+          std::string_view skip_key)
       : begin_(reinterpret_cast<const unsigned char*>(bytes.data())),
         end_(begin_ + bytes.size()),
         origin_(origin),
+        skip_key_(skip_key),
         arena_(arena),
         stack_(256),
         // Snapshots memoize one value per 20-90 input bytes: reserving for the densest case
@@ -398,7 +419,7 @@ class Machine {
     stack_.pop_back();
     return v;
   }
-  void push(const Value& v) { stack_.push_back(v); }
+  [[gnu::always_inline]] void push(const Value& v) { stack_.push_back(v); }
   void mark() {
     marks_.push_back(stack_.size());
     floor_ = stack_.size();
@@ -433,11 +454,12 @@ class Machine {
     if (memo_[index].kind == Kind::Missing) ++memo_count_;
     memo_[index] = stack_.back();
   }
-  void memo_get(std::uint64_t index) {
+  [[gnu::always_inline]] void memo_get(std::uint64_t index) {
     if (index >= memo_.size() || memo_[index].kind == Kind::Missing) [[unlikely]]
       fail(fmt::format("memo index {} was never stored (bad memo index)", index));
     push(memo_[index]);
   }
+  const unsigned char* take_get_run(const unsigned char* at);
   std::uint64_t text_index(std::string_view s) const {
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -456,8 +478,45 @@ class Machine {
   void list_extend(Value& target, std::size_t first, std::size_t n);
   void dict_update(Value& target, std::size_t first, std::size_t n_items);
   void check_key(const Value& key) const {
-    if (key.kind == Kind::List || key.kind == Kind::Dict)
-      fail(fmt::format("dict key of type {} is unhashable", kind_name(key.kind)));
+    const Kind k = kind_of(key);
+    if (k == Kind::List || k == Kind::Dict)
+      fail(fmt::format("dict key of type {} is unhashable", kind_name(k)));
+  }
+
+  // ---- skipping (PickleOptions::skip_key) ------------------------------------------------------
+  // The kind a value has, or would have had when it was not built: every check and message
+  // uses this, so skipping never changes which input is refused or how.
+  static Kind kind_of(const Value& v) {
+    return v.kind == Kind::Skipped ? static_cast<Kind>(v.length) : v.kind;
+  }
+  static Value skipped(Kind kind) {
+    Value v;
+    v.kind = Kind::Skipped;
+    v.length = static_cast<std::uint32_t>(kind);
+    return v;
+  }
+  bool is_skip_key(const Value& v) const {
+    if (v.kind != Kind::Str || v.length != skip_key_.size()) return false;
+    if (v.text == skip_key_seen_) return true;  // the memoized key: one view, used again
+    if (std::memcmp(v.text, skip_key_.data(), skip_key_.size()) != 0) return false;
+    skip_key_seen_ = v.text;
+    return true;
+  }
+  // Whether a container about to be pushed on a stack of `size` items should be skipped: it
+  // follows the skip key (a dict value), or sits on or above a skipped container (its item).
+  // Only a guess about where the container will go: check_built() and dict_update() verify it.
+  bool skip_at(std::size_t size) const {
+    if (skip_key_.empty()) return false;
+    if (size > 0 && (stack_[size - 1].kind == Kind::Skipped || is_skip_key(stack_[size - 1])))
+      return true;
+    return floor_ > 0 && floor_ <= size && stack_[floor_ - 1].kind == Kind::Skipped;
+  }
+  // Items entering a built list or tuple must be built themselves.
+  void check_built(std::size_t first, std::size_t n) const {
+    if (skip_key_.empty()) return;
+    for (std::size_t i = 0; i < n; ++i)
+      if (stack_[first + i].kind == Kind::Skipped) [[unlikely]]
+        throw SkippedValueEscapes{};
   }
 
   // ---- opcode bodies ---------------------------------------------------------------------------
@@ -473,6 +532,8 @@ class Machine {
   const unsigned char* end_;
   const unsigned char* op_at_ = nullptr;  // the opcode being run (for error messages)
   std::string_view origin_;
+  std::string_view skip_key_;  // empty: build everything
+  mutable const char* skip_key_seen_ = nullptr;  // where the skip key last appeared in the input
   Arena& arena_;
   ValueStack stack_;
   std::vector<std::size_t> marks_;  // stack index of each open MARK
@@ -503,6 +564,7 @@ Value Machine::new_tuple(std::size_t first, std::size_t n) {
   Value v;
   v.kind = Kind::Tuple;
   v.length = checked_length(n, "tuple");
+  check_built(first, n);
   Value* items = n ? alloc_values(n) : nullptr;
   copy_values(items, &stack_[first], n);
   v.tuple_items = items;
@@ -512,9 +574,10 @@ Value Machine::new_tuple(std::size_t first, std::size_t n) {
 // Appends stack_[first, first+n) to a list. Growth doubles, except that the first batch gets
 // exactly its size: most lists arrive in one APPENDS and never grow again.
 void Machine::list_extend(Value& target, std::size_t first, std::size_t n) {
-  if (target.kind != Kind::List)
-    fail(fmt::format("appending to a {}, expected a list", kind_name(target.kind)));
-  if (n == 0) return;
+  if (kind_of(target) != Kind::List)
+    fail(fmt::format("appending to a {}, expected a list", kind_name(kind_of(target))));
+  if (n == 0 || target.kind == Kind::Skipped) return;
+  check_built(first, n);
   ListObject& l = *target.list;
   std::size_t want = std::size_t{l.size} + n;
   if (want > std::numeric_limits<std::uint32_t>::max()) fail("list longer than 2^32-1 items");
@@ -531,11 +594,28 @@ void Machine::list_extend(Value& target, std::size_t first, std::size_t n) {
 }
 
 void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items) {
-  if (target.kind != Kind::Dict)
-    fail(fmt::format("setting items of a {}, expected a dict", kind_name(target.kind)));
+  if (kind_of(target) != Kind::Dict)
+    fail(fmt::format("setting items of a {}, expected a dict", kind_name(kind_of(target))));
   if (n_items % 2) fail(fmt::format("odd number of items ({}) for key/value pairs", n_items));
   if (n_items == 0) return;
-  for (std::size_t i = 0; i < n_items; i += 2) check_key(stack_[first + i]);
+  const bool built = target.kind != Kind::Skipped;
+  // One test per pair for the usual str or int key and built value; the rest is looked at closely.
+  constexpr unsigned kLookCloser =
+      1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
+      1u << static_cast<unsigned>(Kind::Skipped);
+  for (std::size_t i = 0; i < n_items; i += 2) {
+    const Value& key = stack_[first + i];
+    const Value& value = stack_[first + i + 1];
+    if (((1u << static_cast<unsigned>(key.kind)) & kLookCloser) == 0 &&
+        value.kind != Kind::Skipped) [[likely]]
+      continue;
+    check_key(key);
+    // Into a built dict, a skipped value may stand only under the skip key; a skipped key never.
+    if (built && (key.kind == Kind::Skipped ||
+                  (value.kind == Kind::Skipped && !is_skip_key(key))))
+      throw SkippedValueEscapes{};
+  }
+  if (!built) return;
   DictObject& d = *target.dict;
   std::size_t pairs = n_items / 2;
   std::size_t want = std::size_t{d.size} + pairs;
@@ -550,6 +630,55 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   }
   copy_values(d.pairs + 2 * d.size, &stack_[first], n_items);
   d.size = static_cast<std::uint32_t>(want);
+}
+
+// A list of stack frames is a run of memo GETs (frame dicts are shared between entries), most of
+// every snapshot: the run is taken here in one tight loop over locals, in two passes. The first
+// checks each GET (whole, and naming a set slot) and stops before the first that is not, which the
+// caller then runs on the checked path, so errors are those of one GET at a time. The second
+// pushes the values, unless an APPENDS into a skipped list follows and would drop them at once.
+// Returns the end of the checked run (`at` when its first GET is not valid).
+const unsigned char* Machine::take_get_run(const unsigned char* at) {
+  const Value* const memo = &memo_[0];
+  const std::size_t memo_size = memo_.size();
+  const bool dense = memo_count_ == memo_size;  // no unset slots
+  const unsigned char* const end = end_;
+  const unsigned char* q = at;
+  if (dense) {
+    // While 5 bytes are readable, no branch on which GET it is (the two mix irregularly).
+    while (end - q >= 5) {
+      const unsigned length = kGetLength[*q];
+      const std::uint32_t raw = load_le<std::uint32_t>(q + 1);
+      const std::size_t index = length == 2 ? (raw & 0xffu) : raw;
+      if (length == 0 || index >= memo_size) break;
+      q += length;
+    }
+  }
+  // The checked way: near the end, or with unset slots.
+  while (q < end) {
+    const unsigned length = kGetLength[*q];
+    if (length == 0 || static_cast<std::size_t>(end - q) < length) break;
+    const std::size_t index = length == 2 ? q[1] : load_le<std::uint32_t>(q + 1);
+    if (index >= memo_size || memo[index].kind == Kind::Missing) break;
+    q += length;
+  }
+  if (q == at) return at;
+  if (q < end && *q == APPENDS && floor_ > 0 && stack_[floor_ - 1].kind == Kind::Skipped &&
+      static_cast<Kind>(stack_[floor_ - 1].length) == Kind::List)
+    return q;  // APPENDS drops everything above its MARK (or fails without looking at it)
+  stack_.reserve_more(static_cast<std::size_t>(q - at) / 2);
+  Value* top = stack_.top();
+  for (const unsigned char* r = at; r < q;) {
+    if (*r == BINGET) {
+      *top++ = memo[r[1]];
+      r += 2;
+    } else {
+      *top++ = memo[load_le<std::uint32_t>(r + 1)];
+      r += 5;
+    }
+  }
+  stack_.set_top(top);
+  return q;
 }
 
 // LONG1/LONG4 payload: little-endian two's complement of n bytes (pickle.encode_long).
@@ -727,6 +856,7 @@ Value Machine::run(int& protocol) {
       }
       case STOP: {
         Value result = pop();
+        if (result.kind == Kind::Skipped) throw SkippedValueEscapes{};
         return result;
       }
       case MARK:
@@ -750,12 +880,19 @@ Value Machine::run(int& protocol) {
       // ---- memo ----
       case BINGET:
       case LONG_BINGET:
-        // A list of stack frames is a run of memo GETs (the frame dicts are shared): take the
-        // run here instead of dispatching each one through the switch.
-        for (;;) {
+        // Keys and shared values come as lone GETs or short runs, taken one by one here; a long
+        // run (a stack's frames) goes to the tight loop of take_get_run().
+        for (int taken = 0;; ++taken) {
+          if (taken == 3) {
+            const unsigned char* after = take_get_run(op_at_);
+            if (after != op_at_) {
+              p = after;
+              break;
+            }
+          }
           if (*op_at_ == BINGET) memo_get(*need(p, 1));
           else memo_get(load_le<std::uint32_t>(need(p, 4)));
-          if (p == end_ || (*p != BINGET && *p != LONG_BINGET)) break;
+          if (p == end_ || kGetLength[*p] == 0) break;
           op_at_ = p++;
         }
         break;
@@ -895,31 +1032,39 @@ Value Machine::run(int& protocol) {
 
       // ---- containers ----
       case EMPTY_LIST:
-        push(new_list(0, 0));
+        push(skip_at(stack_.size()) ? skipped(Kind::List) : new_list(0, 0));
         break;
       case EMPTY_DICT:
-        push(new_dict(0, 0));
+        push(skip_at(stack_.size()) ? skipped(Kind::Dict) : new_dict(0, 0));
         break;
       case EMPTY_TUPLE:
-        push(new_tuple(0, 0));
+        push(skip_at(stack_.size()) ? skipped(Kind::Tuple) : new_tuple(0, 0));
         break;
       case LIST: {
         std::size_t start = pop_mark();
-        Value v = new_list(start, stack_.size() - start);
+        Value v = skip_at(start) ? skipped(Kind::List) : new_list(start, stack_.size() - start);
         stack_.shrink_to(start);
         push(v);
         break;
       }
       case DICT: {
         std::size_t start = pop_mark();
-        Value v = new_dict(start, stack_.size() - start);
+        const std::size_t n = stack_.size() - start;
+        Value v;
+        if (skip_at(start)) {
+          // Still checked as new_dict would: pairs, and hashable keys.
+          v = skipped(Kind::Dict);
+          dict_update(v, start, n);
+        } else {
+          v = new_dict(start, n);
+        }
         stack_.shrink_to(start);
         push(v);
         break;
       }
       case TUPLE: {
         std::size_t start = pop_mark();
-        Value v = new_tuple(start, stack_.size() - start);
+        Value v = skip_at(start) ? skipped(Kind::Tuple) : new_tuple(start, stack_.size() - start);
         stack_.shrink_to(start);
         push(v);
         break;
@@ -930,7 +1075,7 @@ Value Machine::run(int& protocol) {
         std::size_t n = static_cast<std::size_t>(op - TUPLE1 + 1);
         require(n);
         std::size_t start = stack_.size() - n;
-        Value v = new_tuple(start, n);
+        Value v = skip_at(start) ? skipped(Kind::Tuple) : new_tuple(start, n);
         stack_.shrink_to(start);
         push(v);
         break;
@@ -983,6 +1128,7 @@ std::string_view kind_name(Kind kind) {
     case Kind::Tuple: return "tuple";
     case Kind::Dict: return "dict";
     case Kind::Missing: return "missing";
+    case Kind::Skipped: return "skipped";
   }
   return "?";
 }
@@ -1024,11 +1170,22 @@ void Arena::refill(std::size_t bytes) {
   chunks_.push_back(std::move(chunk));
 }
 
-PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin)
+PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin,
+                               const PickleOptions& options)
     // Containers take 4-6 bytes per pickle byte (16-byte values from 1-5 byte opcodes). A first
     // chunk of 4x is only address space until it is written, and saves most chained chunks.
     : arena_(std::max<std::size_t>(4 * bytes.size(), 64 * 1024)) {
-  Machine machine(bytes, origin, arena_);
+  if (!options.skip_key.empty()) {
+    try {
+      Machine machine(bytes, origin, arena_, options.skip_key);
+      root_ = machine.run(protocol_);
+      skipped_ = true;
+      return;
+    } catch (const SkippedValueEscapes&) {
+      // Build everything: what was built so far stays in the arena, unused.
+    }
+  }
+  Machine machine(bytes, origin, arena_, {});
   root_ = machine.run(protocol_);
 }
 

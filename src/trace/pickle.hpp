@@ -15,7 +15,12 @@
 //  - containers alias as in Python: a memo GET of a list yields the same list object, so a list
 //    appended to after it was memoized is seen complete through every reference;
 //  - bad input (truncation, stack underflow, missing MARK, bad memo index, lengths beyond the
-//    buffer) is an InputError "ORIGIN: pickle byte OFFSET: opcode NAME (0xXX): WHAT", never UB.
+//    buffer) is an InputError "ORIGIN: pickle byte OFFSET: opcode NAME (0xXX): WHAT", never UB;
+//  - with PickleOptions::skip_key, containers stored under that key are not built (Kind::Skipped)
+//    but every opcode is still run and checked, so the document is the same as without the
+//    option except for those values, and the same input fails with the same message. A skipped
+//    container that would be reachable any other way (memo GET into a built container, the
+//    root) makes the reader start again without skipping: the result never depends on a guess.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +45,7 @@ enum class Kind : std::uint8_t {
   Tuple,
   Dict,
   Missing,  // never visible outside the reader: an unset memo slot
+  Skipped,  // a container under PickleOptions::skip_key, not built: no items
 };
 
 // "int", "str", ...: the Python type name, for error messages.
@@ -65,7 +71,7 @@ struct DictObject {
 // A 16-byte tagged value. Copies are cheap and share containers (Python reference semantics).
 struct Value {
   Kind kind = Kind::None;
-  std::uint32_t length = 0;  // Str/Bytes: bytes; Tuple: items
+  std::uint32_t length = 0;  // Str/Bytes: bytes; Tuple: items; Skipped: the Kind it would have
   union {
     bool boolean;
     std::int64_t integer;
@@ -133,22 +139,34 @@ class Arena {
   std::size_t next_chunk_;
 };
 
+struct PickleOptions {
+  // Dict key whose container values the caller never reads (snapshots: "frames", most of every
+  // file). Those containers, and the containers built only to go into them, become Kind::Skipped:
+  // no arena storage, no item copies. Empty: build everything.
+  std::string_view skip_key;
+};
+
 // One parsed pickle. Not copyable: its values point into its arena.
 class PickleDocument {
  public:
   // Parses `bytes` up to its STOP opcode (trailing bytes are ignored, as pickle.loads does).
   // `origin` (a file name) starts every error message. Throws InputError on bad input.
-  PickleDocument(std::string_view bytes, std::string_view origin);
+  PickleDocument(std::string_view bytes, std::string_view origin,
+                 const PickleOptions& options = {});
   PickleDocument(const PickleDocument&) = delete;
   PickleDocument& operator=(const PickleDocument&) = delete;
 
   const Value& root() const { return root_; }
   int protocol() const { return protocol_; }  // from PROTO; 0 when the pickle has none
+  // False when skip_key was given but a skipped container turned out to be reachable some other
+  // way, so everything was built after all (see the invariants above).
+  bool skipped() const { return skipped_; }
 
  private:
   Arena arena_;
   Value root_;
   int protocol_ = 0;
+  bool skipped_ = false;
 };
 
 }  // namespace fraglab::pickle

@@ -924,16 +924,19 @@ Trace SnapshotReader::read(const Value& root) {
 
 }  // namespace
 
+// Stack frames are most of every snapshot and nothing here reads them (§11.5): not built.
+constexpr pickle::PickleOptions kSnapshotPickle{.skip_key = "frames"};
+
 Trace parse_snapshot(std::string_view bytes, std::string_view origin,
                      const TraceReadOptions& options) {
-  pickle::PickleDocument doc(bytes, origin);
+  pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
   Trace trace = SnapshotReader(origin, options).read(doc.root());
   validate_trace(trace, origin);
   return trace;
 }
 
 std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
-  pickle::PickleDocument doc(bytes, origin);
+  pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
   std::vector<std::pair<int, Trace>> traces;
   for (std::uint64_t device : SnapshotReader(origin, {}).devices_with_data(doc.root())) {
     TraceReadOptions options;
