@@ -460,6 +460,14 @@ class Machine {
     push(memo_[index]);
   }
   const unsigned char* take_get_run(const unsigned char* at);
+  // GET runs already decoded, by a hash of their bytes (see take_get_run).
+  struct RunMemo {
+    std::uint64_t hash = 0;
+    const unsigned char* start = nullptr;  // in the input
+    std::size_t length = 0;                // 0: an empty slot
+  };
+  static constexpr unsigned kRunMemoBits = 10;
+  std::array<RunMemo, std::size_t{1} << kRunMemoBits> run_memo_{};
   std::uint64_t text_index(std::string_view s) const {
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -644,6 +652,35 @@ const unsigned char* Machine::take_get_run(const unsigned char* at) {
   const bool dense = memo_count_ == memo_size;  // no unset slots
   const unsigned char* const end = end_;
   const unsigned char* q = at;
+  // The same stack gives the same GETs, byte for byte: a run seen before is not decoded again.
+  // It is looked up by its bytes up to the next APPENDS byte (a list of frames ends with one; one
+  // inside an index or past the run only makes the key longer), and a hit is confirmed by
+  // comparing the whole run and seeing a non-GET opcode after it. The same bytes from the same
+  // start decode the same way; their indices were below the memo size of that time, and set slots
+  // stay set.
+  RunMemo* memo_slot = nullptr;
+  std::uint64_t run_hash = 0;
+  if (end - q >= 16) {
+    const auto* key_end = static_cast<const unsigned char*>(
+        std::memchr(q, APPENDS, std::min<std::size_t>(static_cast<std::size_t>(end - q), 4096)));
+    if (key_end && key_end - q >= 16) {
+      // Every byte counts: runs of one program share long prefixes and suffixes.
+      const auto n = static_cast<std::uint64_t>(key_end - q);
+      std::uint64_t h = n;
+      const unsigned char* w = q;
+      for (; key_end - w >= 8; w += 8)
+        h = std::rotl((h ^ load_le<std::uint64_t>(w)) * 0x9E3779B97F4A7C15ull, 29);
+      run_hash = (h ^ load_le<std::uint64_t>(key_end - 8)) * 0xC2B2AE3D27D4EB4Full;
+      memo_slot = &run_memo_[run_hash >> (64 - kRunMemoBits)];
+      const std::size_t length = memo_slot->length;
+      if (memo_slot->hash == run_hash && length != 0 &&
+          static_cast<std::size_t>(end - q) > length && kGetLength[q[length]] == 0 &&
+          std::memcmp(q, memo_slot->start, length) == 0) {
+        q += length;
+        goto decoded;
+      }
+    }
+  }
   if (dense) {
     // While 5 bytes are readable, no branch on which GET it is (the two mix irregularly).
     while (end - q >= 5) {
@@ -663,6 +700,10 @@ const unsigned char* Machine::take_get_run(const unsigned char* at) {
     q += length;
   }
   if (q == at) return at;
+  // Remembered when it ended at another opcode (not at a bad GET or the input's end).
+  if (memo_slot && q < end && kGetLength[*q] == 0)
+    *memo_slot = RunMemo{run_hash, at, static_cast<std::size_t>(q - at)};
+decoded:
   if (q < end && *q == APPENDS && floor_ > 0 && stack_[floor_ - 1].kind == Kind::Skipped &&
       static_cast<Kind>(stack_[floor_ - 1].length) == Kind::List)
     return q;  // APPENDS drops everything above its MARK (or fails without looking at it)

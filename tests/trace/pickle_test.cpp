@@ -502,6 +502,54 @@ TEST(PickleFastPaths, RunsOfMemoGetsReportTheRightOpcode) {
   EXPECT_EQ(doc.root().items()[2].list, doc.root().list);
 }
 
+TEST(PickleFastPaths, RepeatedGetRunsDecodeLikeNewOnes) {
+  // take_get_run() remembers a run of GETs by its bytes and skips decoding it when the same bytes
+  // come again. Each list below must still hold exactly what its own GETs name.
+  // Memo: 0 = the outer list, k = the int k-1 for k = 1..20 (BININT1 i MEMOIZE).
+  std::string bytes = B("\x80\x04]\x94(");
+  for (int i = 0; i < 20; ++i) bytes += std::string("K") + char(i) + "\x94";
+  auto gets = [](std::initializer_list<int> slots) {
+    std::string run;
+    for (int k : slots) run += std::string("h") + char(k);
+    return run;
+  };
+  auto list = [](const std::string& run) { return "]\x94(" + run + "e"; };
+  const std::string run16 = gets({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+  bytes += list(run16);                                                      // A: ints 0..15
+  bytes += list(run16);                                                      // B: the same bytes
+  bytes += list(run16 + gets({17}));                                         // C: one GET more
+  bytes += list(run16.substr(0, 30) + gets({20}));                           // D: last GET differs
+  bytes += list(run16.substr(0, 8) + std::string("j\x13\x00\x00\x00", 5) + run16.substr(8));
+  bytes += "e.";                                                             // E: a LONG_BINGET
+  PickleDocument doc(bytes, "runs.pickle");
+  const auto items = doc.root().items();
+  ASSERT_EQ(items.size(), 25u);
+  auto ints = [](const Value& l) {
+    std::vector<std::int64_t> out;
+    for (const Value& v : l.items()) out.push_back(v.kind == Kind::Int ? v.integer : -100);
+    return out;
+  };
+  std::vector<std::int64_t> a;
+  for (int i = 0; i < 16; ++i) a.push_back(i);
+  EXPECT_EQ(ints(items[20]), a);
+  EXPECT_EQ(ints(items[21]), a);
+  std::vector<std::int64_t> c = a;
+  c.push_back(16);
+  EXPECT_EQ(ints(items[22]), c);
+  std::vector<std::int64_t> d = a;
+  d.back() = 19;
+  EXPECT_EQ(ints(items[23]), d);
+  std::vector<std::int64_t> e = a;
+  e.insert(e.begin() + 4, 18);
+  EXPECT_EQ(ints(items[24]), e);
+  // Without the ints, the run names unset slots: memo holds only the outer list (0) and the new
+  // list (1), so the second GET (byte 10) fails, and the failed run is not remembered.
+  std::string bad = B("\x80\x04]\x94(") + list(run16) + list(run16) + "e.";
+  EXPECT_NE(parse_error(bad).find("pickle byte 10: opcode BINGET (0x68): memo index 2 was never"),
+            std::string::npos)
+      << parse_error(bad);
+}
+
 TEST(PickleFastPaths, Long1AtTheEndOfTheInputAndNegatives) {
   // LONG1 whose 8-byte load would cross the end of the buffer takes the careful path.
   struct Case {
