@@ -460,6 +460,8 @@ class Machine {
     push(memo_[index]);
   }
   const unsigned char* take_get_run(const unsigned char* at);
+  const unsigned char* valid_get_run_end(const unsigned char* at);
+  const unsigned char* take_flat_dict(const unsigned char* at);
   // GET runs already decoded, by a hash of their bytes (see take_get_run).
   struct RunMemo {
     std::uint64_t hash = 0;
@@ -504,7 +506,7 @@ class Machine {
     return v;
   }
   bool is_skip_key(const Value& v) const {
-    if (v.kind != Kind::Str || v.length != skip_key_.size()) return false;
+    if (skip_key_.empty() || v.kind != Kind::Str || v.length != skip_key_.size()) return false;
     if (v.text == skip_key_seen_) return true;  // the memoized key: one view, used again
     if (std::memcmp(v.text, skip_key_.data(), skip_key_.size()) != 0) return false;
     skip_key_seen_ = v.text;
@@ -647,6 +649,29 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
 // pushes the values, unless an APPENDS into a skipped list follows and would drop them at once.
 // Returns the end of the checked run (`at` when its first GET is not valid).
 const unsigned char* Machine::take_get_run(const unsigned char* at) {
+  const unsigned char* q = valid_get_run_end(at);
+  if (q == at) return at;
+  if (q < end_ && *q == APPENDS && floor_ > 0 && stack_[floor_ - 1].kind == Kind::Skipped &&
+      static_cast<Kind>(stack_[floor_ - 1].length) == Kind::List)
+    return q;  // APPENDS drops everything above its MARK (or fails without looking at it)
+  const Value* const memo = &memo_[0];
+  stack_.reserve_more(static_cast<std::size_t>(q - at) / 2);
+  Value* top = stack_.top();
+  for (const unsigned char* r = at; r < q;) {
+    if (*r == BINGET) {
+      *top++ = memo[r[1]];
+      r += 2;
+    } else {
+      *top++ = memo[load_le<std::uint32_t>(r + 1)];
+      r += 5;
+    }
+  }
+  stack_.set_top(top);
+  return q;
+}
+
+// The end of the run of whole GETs naming set slots that starts at `at`.
+const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
   const Value* const memo = &memo_[0];
   const std::size_t memo_size = memo_.size();
   const bool dense = memo_count_ == memo_size;  // no unset slots
@@ -704,22 +729,140 @@ const unsigned char* Machine::take_get_run(const unsigned char* at) {
   if (memo_slot && q < end && kGetLength[*q] == 0)
     *memo_slot = RunMemo{run_hash, at, static_cast<std::size_t>(q - at)};
 decoded:
-  if (q < end && *q == APPENDS && floor_ > 0 && stack_[floor_ - 1].kind == Kind::Skipped &&
-      static_cast<Kind>(stack_[floor_ - 1].length) == Kind::List)
-    return q;  // APPENDS drops everything above its MARK (or fails without looking at it)
-  stack_.reserve_more(static_cast<std::size_t>(q - at) / 2);
-  Value* top = stack_.top();
-  for (const unsigned char* r = at; r < q;) {
-    if (*r == BINGET) {
-      *top++ = memo[r[1]];
-      r += 2;
-    } else {
-      *top++ = memo[load_le<std::uint32_t>(r + 1)];
-      r += 5;
-    }
-  }
-  stack_.set_top(top);
   return q;
+}
+
+// A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then keys and scalar
+// values (memo GETs, short str, small ints) each maybe memoized, the frames value (a skipped list
+// of GETs, or a GET of a shared one), SETITEMS. Taken here in one loop over locals, building the
+// dict directly instead of through the stack. Anything else, or anything the checked path would
+// look at closer (an error, a key that is not plain, a skipped value under another key), undoes
+// the memo slots it added and returns `at`: the checked path then runs the same bytes. Returns
+// the byte after SETITEMS on success, with the dict pushed.
+const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
+  constexpr std::size_t kMaxItems = 32;
+  const unsigned char* const end = end_;
+  if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK || memo_count_ != memo_.size())
+    return at;
+  const std::size_t memo_before = memo_.size();
+  Value dict;
+  dict.kind = Kind::Dict;
+  dict.dict = static_cast<DictObject*>(arena_.allocate(sizeof(DictObject)));
+  *dict.dict = DictObject{};
+  // The memo stays dense: every slot added is counted (and uncounted when giving up).
+  auto memoize = [&](const Value& v) {
+    memo_.push_back(v);
+    ++memo_count_;
+  };
+  memoize(dict);
+  // Uninitialised: only items[0, n) are ever read.
+  union Item {
+    Item() {}
+    Value value;
+  };
+  Item items[kMaxItems];
+  std::size_t n = 0;
+  const unsigned char* q = at + 3;
+  auto give_up = [&] {
+    memo_.shrink_to(memo_before);
+    memo_count_ = memo_before;
+    return at;
+  };
+  for (;;) {
+    // 10 readable bytes cover every opcode below except a str, which checks its own length.
+    if (end - q < 10) return give_up();
+    Value v;
+    switch (*q) {
+      case BINGET:
+      case LONG_BINGET: {
+        const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
+        if (index >= memo_.size()) return give_up();
+        v = memo_[index];
+        q += kGetLength[*q];
+        break;
+      }
+      case SHORT_BINUNICODE: {
+        const std::size_t length = q[1];
+        if (static_cast<std::size_t>(end - q) < 2 + length + 1 ||
+            utf8_error_offset(q + 2, length) != length)
+          return give_up();
+        v = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2),
+                      static_cast<std::uint32_t>(length));
+        q += 2 + length;
+        break;
+      }
+      case BININT1:
+        v = make_int(q[1]);
+        q += 2;
+        break;
+      case BININT2:
+        v = make_int(load_le<std::uint16_t>(q + 1));
+        q += 3;
+        break;
+      case BININT:
+        v = make_int(load_le<std::int32_t>(q + 1));
+        q += 5;
+        break;
+      case LONG1: {
+        const std::size_t length = q[1];
+        if (length - 1 >= 8) return give_up();
+        const unsigned shift = static_cast<unsigned>(64 - 8 * length);
+        v = make_int(static_cast<std::int64_t>(load_le<std::uint64_t>(q + 2) << shift) >> shift);
+        q += 2 + length;
+        break;
+      }
+      case NONE:
+        ++q;
+        break;
+      case NEWTRUE:
+      case NEWFALSE:
+        v.kind = Kind::Bool;
+        v.boolean = *q == NEWTRUE;
+        ++q;
+        break;
+      case EMPTY_LIST:
+        // Only the skip key's value: a list of frames, skipped.
+        if (n % 2 == 0 || !is_skip_key(items[n - 1].value)) return give_up();
+        v = skipped(Kind::List);
+        ++q;
+        if (*q == MEMOIZE) {
+          memoize(v);
+          ++q;
+        }
+        if (*q == MARK) {
+          const unsigned char* run_end = valid_get_run_end(q + 1);
+          if (run_end == end || *run_end != APPENDS) return give_up();
+          q = run_end + 1;
+        }
+        items[n++].value = v;
+        if (n == kMaxItems) return give_up();
+        continue;
+      case SETITEMS: {
+        ++q;
+        if (n % 2) return give_up();
+        for (std::size_t i = 0; i < n; i += 2) {
+          const Kind key = items[i].value.kind;
+          if (key == Kind::List || key == Kind::Dict || key == Kind::Skipped) return give_up();
+          if (items[i + 1].value.kind == Kind::Skipped && !is_skip_key(items[i].value))
+            return give_up();
+        }
+        DictObject& d = *dict.dict;
+        d.pairs = n ? alloc_values(n) : nullptr;
+        for (std::size_t i = 0; i < n; ++i) d.pairs[i] = items[i].value;
+        d.size = d.capacity = static_cast<std::uint32_t>(n / 2);
+        push(dict);
+        return q;
+      }
+      default:
+        return give_up();
+    }
+    if (*q == MEMOIZE) {
+      memoize(v);
+      ++q;
+    }
+    items[n++].value = v;
+    if (n == kMaxItems) return give_up();
+  }
 }
 
 // LONG1/LONG4 payload: little-endian two's complement of n bytes (pickle.encode_long).
@@ -1076,7 +1219,15 @@ Value Machine::run(int& protocol) {
         push(skip_at(stack_.size()) ? skipped(Kind::List) : new_list(0, 0));
         break;
       case EMPTY_DICT:
-        push(skip_at(stack_.size()) ? skipped(Kind::Dict) : new_dict(0, 0));
+        if (skip_at(stack_.size())) {
+          push(skipped(Kind::Dict));
+          break;
+        }
+        if (const unsigned char* after = take_flat_dict(op_at_); after != op_at_) {
+          p = after;
+          break;
+        }
+        push(new_dict(0, 0));
         break;
       case EMPTY_TUPLE:
         push(skip_at(stack_.size()) ? skipped(Kind::Tuple) : new_tuple(0, 0));

@@ -550,6 +550,61 @@ TEST(PickleFastPaths, RepeatedGetRunsDecodeLikeNewOnes) {
       << parse_error(bad);
 }
 
+TEST(PickleFastPaths, FlatDictsReadLikeAnyOther) {
+  // CPython 3.11, pickle.dumps(v, protocol=4) for
+  //   [{'a': 1, 'b': 'x', 'c': None, 'd': True, 'e': 2**40, 'f': -5, 'g': 300, 'h': 70000,
+  //     '': []},
+  //    {'a': 2, 'b': 'x', 'frames': []}]
+  // Both dicts are flat (take_flat_dict); the second fetches 'a', 'b' and 'x' from the memo.
+  // The '' key with a list value must be built even though the skip key test meets an empty
+  // string there; without skip_key nothing is skipped, not even 'frames'.
+  const std::string bytes = from_hex(
+      "80049562000000000000005d94287d94288c0161944b018c0162948c0178948c0163944e8c016494888c01"
+      "65948a060000000000018c0166944afbffffff8c0167944d2c018c0168944a701101008c00945d94757d94"
+      "2868024b02680368048c066672616d6573945d9475652e");
+  PickleDocument doc(bytes, "flat.pickle");
+  ASSERT_EQ(doc.root().items().size(), 2u);
+  const Value& d0 = doc.root().items()[0];
+  const Value& d1 = doc.root().items()[1];
+  ASSERT_EQ(d0.dict_size(), 9u);
+  EXPECT_EQ(d0.find("a")->integer, 1);
+  EXPECT_EQ(d0.find("b")->str(), "x");
+  EXPECT_TRUE(d0.find("c")->is_none());
+  EXPECT_EQ(d0.find("d")->kind, Kind::Bool);
+  EXPECT_TRUE(d0.find("d")->boolean);
+  EXPECT_EQ(d0.find("e")->integer, std::int64_t{1} << 40);
+  EXPECT_EQ(d0.find("f")->integer, -5);
+  EXPECT_EQ(d0.find("g")->integer, 300);
+  EXPECT_EQ(d0.find("h")->integer, 70000);
+  EXPECT_EQ(d0.find("")->kind, Kind::List);
+  ASSERT_EQ(d1.dict_size(), 3u);
+  EXPECT_EQ(d1.find("a")->integer, 2);
+  EXPECT_EQ(d1.find("b")->str(), "x");
+  EXPECT_EQ(d1.find("frames")->kind, Kind::List);
+
+  // {'k1': s, 'k2': 1.5, 'k3': s} with s = 'new string': the float is not a flat value, so the
+  // fast path gives up after memoizing the dict, 'k1', s and 'k2'. Those slots must be undone, or
+  // the checked path would store s again at a later index and BINGET 2 ('k3') would miss it.
+  const std::string gives_up = from_hex(
+      "8004952c000000000000007d94288c026b31948c0a6e657720737472696e67948c026b3294473ff8000000"
+      "0000008c026b33946802752e");
+  PickleDocument doc2(gives_up, "giveup.pickle");
+  ASSERT_EQ(doc2.root().dict_size(), 3u);
+  EXPECT_EQ(doc2.root().find("k1")->str(), "new string");
+  EXPECT_EQ(doc2.root().find("k2")->real, 1.5);
+  EXPECT_EQ(doc2.root().find("k3")->str(), "new string");
+
+  // [x, x] with x = {'j': 2, 'k': 1.5}: after giving up on x, the memo slot of x must hold the
+  // dict the checked path builds (BINGET 1 is the second item), not the fast path's.
+  const std::string shared = from_hex(
+      "8004951e000000000000005d94287d94288c016a944b028c016b94473ff8000000000000756801652e");
+  PickleDocument doc3(shared, "shared.pickle");
+  ASSERT_EQ(doc3.root().items().size(), 2u);
+  EXPECT_EQ(doc3.root().items()[1].kind, Kind::Dict);
+  EXPECT_EQ(doc3.root().items()[1].dict, doc3.root().items()[0].dict);
+  EXPECT_EQ(doc3.root().items()[0].dict_size(), 2u);
+}
+
 TEST(PickleFastPaths, Long1AtTheEndOfTheInputAndNegatives) {
   // LONG1 whose 8-byte load would cross the end of the buffer takes the careful path.
   struct Case {
