@@ -31,22 +31,13 @@
 
 #include "fraglab/trace_io.hpp"
 #include "fraglab/types.hpp"
+#include "support/pickle_bytes.hpp"
 
 namespace fraglab::pickle {
 namespace {
 
-// Bytes of a string literal, embedded NULs included (no hand-counted lengths).
-template <std::size_t N>
-std::string B(const char (&s)[N]) {
-  return std::string(s, N - 1);
-}
-
-std::string from_hex(std::string_view hex) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  return out;
-}
+using testing::B;
+using testing::from_hex;
 
 std::string to_hex(std::string_view bytes) {
   static const char* const digits = "0123456789abcdef";
