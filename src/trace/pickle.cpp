@@ -9,8 +9,9 @@
 // How it stays fast (a snapshot trace entry is ~18 opcodes plus one memo GET per stack frame, as
 // the frame dicts are shared): values are 16-byte PODs copied with memcpy, strings are views into
 // the input, containers come from one bump arena (pickle.hpp), the read position lives in a
-// register, the dispatch is a single switch, long runs of memo GETs are taken by a tight loop
-// (take_get_run), and with PickleOptions::skip_key the stack frames are checked but not built.
+// register, the dispatch is a single switch, long runs of memo GETs are checked by a tight loop
+// and remembered by their bytes (take_get_run), flat dicts are built without the stack
+// (take_flat_dict), and with PickleOptions::skip_key the stack frames are checked but not built.
 #include "trace/pickle.hpp"
 
 #include <algorithm>
@@ -643,10 +644,10 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
 }
 
 // A list of stack frames is a run of memo GETs (frame dicts are shared between entries), most of
-// every snapshot: the run is taken here in one tight loop over locals, in two passes. The first
-// checks each GET (whole, and naming a set slot) and stops before the first that is not, which the
-// caller then runs on the checked path, so errors are those of one GET at a time. The second
-// pushes the values, unless an APPENDS into a skipped list follows and would drop them at once.
+// every snapshot: the run is taken here in two passes. The first (valid_get_run_end) checks each
+// GET (whole, and naming a set slot) and stops before the first that is not, which the caller then
+// runs on the checked path, so errors are those of one GET at a time. The second pushes the
+// values, unless an APPENDS into a skipped list follows and would drop them at once.
 // Returns the end of the checked run (`at` when its first GET is not valid).
 const unsigned char* Machine::take_get_run(const unsigned char* at) {
   const unsigned char* q = valid_get_run_end(at);
