@@ -147,12 +147,10 @@ class BestFitPolicy final : public Policy {
   // One segment per mapped run (as PyTorch lists an expandable segment), its pieces being the
   // blocks and free ranges that lie in it; the segment sizes add up to the reserved bytes.
   std::vector<SegmentView> segments() const override {
-    std::vector<SegmentView::Piece> pieces;
-    pieces.reserve(live_.size() + free_.count());
-    for (const auto& [addr, size] : live_) pieces.push_back({addr, size, true});
-    for (const auto& [addr, size] : free_.by_address()) pieces.push_back({addr, size, false});
-    std::sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
-    return mapped_.segments(pieces, "arena");
+    std::vector<SegmentView::Piece> blocks;
+    blocks.reserve(live_.size() + free_.count());
+    for (const auto& [addr, size] : live_) blocks.push_back({addr, size, true});
+    return mapped_.segments(std::move(blocks), free_, "arena");
   }
 
  private:

@@ -22,6 +22,7 @@
 
 #include "fraglab/device.hpp"
 #include "fraglab/policy.hpp"
+#include "common/free_ranges.hpp"
 
 namespace fraglab {
 
@@ -95,9 +96,13 @@ class MappedPages {
   }
 
   // One SegmentView per mapped run (as PyTorch lists an expandable segment), holding the parts of
-  // `pieces` (blocks and free ranges, sorted by address) that lie in it: the segment sizes add up
-  // to the mapped bytes.
-  std::vector<SegmentView> segments(const std::vector<SegmentView::Piece>& pieces, const std::string& pool) const {
+  // the allocated `blocks` (any order) and of the `free` ranges that lie in it: the segment sizes
+  // add up to the mapped bytes.
+  std::vector<SegmentView> segments(std::vector<SegmentView::Piece> blocks, const FreeRanges& free,
+                                    const std::string& pool) const {
+    std::vector<SegmentView::Piece>& pieces = blocks;
+    for (const auto& [addr, size] : free.by_address()) pieces.push_back({addr, size, false});
+    std::sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
     std::vector<SegmentView> out;
     std::size_t first = 0;  // first piece that may overlap the current run
     for (const auto& [run_lo, run_hi] : runs_) {

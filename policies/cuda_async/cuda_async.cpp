@@ -165,14 +165,12 @@ class CudaAsyncPolicy final : public Policy {
 
   // One segment per mapped run of pages; its pieces are the blocks and free ranges lying in it.
   std::vector<SegmentView> segments() const override {
-    std::vector<SegmentView::Piece> pieces;
-    pieces.reserve(slots_.size() + space_.all().count());
+    std::vector<SegmentView::Piece> blocks;
+    blocks.reserve(slots_.size() + space_.all().count());
     for (const Slot& s : slots_) {
-      if (s.state == SlotState::Live || s.state == SlotState::FreeRequested) pieces.push_back({s.addr, s.size, true});
+      if (s.state == SlotState::Live || s.state == SlotState::FreeRequested) blocks.push_back({s.addr, s.size, true});
     }
-    for (const auto& [addr, size] : space_.all().by_address()) pieces.push_back({addr, size, false});
-    std::sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
-    return pages_.segments(pieces, "async_pool");
+    return pages_.segments(std::move(blocks), space_.all(), "async_pool");
   }
 
  private:
