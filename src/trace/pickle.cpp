@@ -10,8 +10,9 @@
 // the frame dicts are shared): values are 16-byte PODs copied with memcpy, strings are views into
 // the input, containers come from one bump arena (pickle.hpp), the read position lives in a
 // register, the dispatch is a single switch, long runs of memo GETs are checked by a tight loop
-// and remembered by their bytes (take_get_run), flat dicts are built without the stack
-// (take_flat_dict), and with PickleOptions::skip_key the stack frames are checked but not built.
+// and remembered by their bytes (take_get_run), flat dicts are built without the stack and share
+// their key arrays, matched by the bytes that fetch them (take_flat_dict), and with
+// PickleOptions::skip_key the stack frames are checked but not built.
 #include "trace/pickle.hpp"
 
 #include <algorithm>
@@ -120,6 +121,17 @@ constexpr std::array<std::uint8_t, 256> kGetLength = [] {
   n[LONG_BINGET] = 5;
   return n;
 }();
+// The bytes of a memo GET (opcode and index) within 8 little-endian bytes read from it.
+constexpr std::array<std::uint64_t, 256> kGetMask = [] {
+  std::array<std::uint64_t, 256> m{};
+  for (int op = 0; op < 256; ++op) {
+    const unsigned length = kGetLength[static_cast<std::size_t>(op)];
+    m[static_cast<std::size_t>(op)] = length ? (std::uint64_t{1} << (8 * length)) - 1 : 0;
+  }
+  return m;
+}();
+// A flat-dict key fetched other than by a GET (take_flat_dict's key templates).
+constexpr std::uint64_t kNoKeyBytes = std::uint64_t{1} << 63;
 
 constexpr std::array<const char*, 256> make_opcode_names() {
   std::array<const char*, 256> n{};
@@ -453,6 +465,7 @@ class Machine {
       memo_.grow_to(index + 1, missing);
     }
     if (memo_[index].kind == Kind::Missing) ++memo_count_;
+    else ++memo_overwrites_;  // a slot a key template may name now holds something else
     memo_[index] = stack_.back();
   }
   [[gnu::always_inline]] void memo_get(std::uint64_t index) {
@@ -551,7 +564,31 @@ class Machine {
   std::size_t floor_ = 0;  // stack index of the innermost MARK (0 when none)
   ValueStack memo_;
   std::size_t memo_count_ = 0;  // set memo slots: Python's len(memo), which MEMOIZE uses
+  std::size_t memo_overwrites_ = 0;  // memo_put()s over a set slot
+  // The last dict take_flat_dict built with a key array of its own (DictObject), and how each
+  // key was fetched: a BINGET's two bytes, or kNoKeyBytes. While no memo slot is overwritten, the
+  // same two bytes fetch the same key, so the next dict's keys are matched by their bytes.
+  static constexpr std::size_t kMaxFlatPairs = 16;
+  struct KeyTemplate {
+    const Value* keys = nullptr;
+    std::size_t size = 0;
+    std::size_t memo_overwrites = 0;  // memo_overwrites_ when recorded
+    // A key's GET opcode and index bytes (read as 8 little-endian bytes, masked), and how many.
+    // Positions without a GET: bytes kNoKeyBytes with mask 0, which nothing matches.
+    std::array<std::uint64_t, kMaxFlatPairs> bytes;
+    std::array<std::uint64_t, kMaxFlatPairs> masks;
+    std::array<std::uint8_t, kMaxFlatPairs> lengths;
+    KeyTemplate() {
+      bytes.fill(kNoKeyBytes);
+      masks.fill(0);
+      lengths.fill(0);
+    }
+  };
+  KeyTemplate key_template_;
+  static const KeyTemplate kNoKeyTemplate;  // matches no key
 };
+
+const Machine::KeyTemplate Machine::kNoKeyTemplate{};
 
 Value Machine::new_list(std::size_t first, std::size_t n) {
   Value v;
@@ -632,14 +669,23 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   std::size_t want = std::size_t{d.size} + pairs;
   if (want > std::numeric_limits<std::uint32_t>::max() / 2) fail("dict larger than 2^31-1 pairs");
   if (want > d.capacity) {
+    // Also when the keys are shared (capacity 0): this dict gets a key array of its own.
     std::size_t cap = d.capacity ? std::max<std::size_t>(want, 2 * std::size_t{d.capacity}) : want;
     cap = std::min<std::size_t>(cap, std::numeric_limits<std::uint32_t>::max() / 2);
-    Value* fresh = alloc_values(2 * cap);
-    if (d.size) std::memcpy(static_cast<void*>(fresh), d.pairs, 2 * d.size * sizeof(Value));
-    d.pairs = fresh;
+    Value* keys = alloc_values(cap);
+    Value* values = alloc_values(cap);
+    copy_values(keys, d.keys, d.size);
+    copy_values(values, d.values, d.size);
+    d.keys = keys;
+    d.values = values;
     d.capacity = static_cast<std::uint32_t>(cap);
   }
-  copy_values(d.pairs + 2 * d.size, &stack_[first], n_items);
+  // Owned room (capacity > 0): the key array is this dict's own.
+  Value* keys = const_cast<Value*>(d.keys);
+  for (std::size_t i = 0; i < pairs; ++i) {
+    keys[d.size + i] = stack_[first + 2 * i];
+    d.values[d.size + i] = stack_[first + 2 * i + 1];
+  }
   d.size = static_cast<std::uint32_t>(want);
 }
 
@@ -733,52 +779,117 @@ decoded:
   return q;
 }
 
-// A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then keys and scalar
-// values (memo GETs, short str, small ints) each maybe memoized, the frames value (a skipped list
-// of GETs, or a GET of a shared one), SETITEMS. Taken here in one loop over locals, building the
-// dict directly instead of through the stack. Anything else, or anything the checked path would
-// look at closer (an error, a key that is not plain, a skipped value under another key), undoes
-// the memo slots it added and returns `at`: the checked path then runs the same bytes. Returns
-// the byte after SETITEMS on success, with the dict pushed.
+// A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs
+// (a key is a memo GET or a short str; a value a memo GET, short str, small int, None or bool, or
+// the frames value: a skipped list of GETs, or a GET of a shared one), each maybe memoized, then
+// SETITEMS. Taken here a pair at a time, building the dict in place in the arena instead of
+// through the stack. Entries list the same keys, fetched by the same GET bytes: while a key's
+// bytes are those of the last dict's key at its position (key_template_), it is that key, with
+// one compare instead of a decode and a check; a dict whose keys all matched shares the last
+// one's key array (DictObject). Only the value goes through a switch. Anything else, or anything
+// the checked path would look at closer (an error, a key that is not plain, a skipped value under
+// another key, the input's last bytes), returns `at` with nothing changed: the checked path then
+// runs the same bytes. Returns the byte after SETITEMS on success, with the dict pushed.
 const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
-  constexpr std::size_t kMaxItems = 32;
+  constexpr std::size_t kMaxPairs = kMaxFlatPairs;
+  // Readable bytes at the start of a pair: a key (5) and a value (10, LONG1 of 8 bytes), each
+  // maybe followed by MEMOIZE, and the opcode after. A str checks its own length.
+  constexpr std::ptrdiff_t kPairBytes = 24;
   const unsigned char* const end = end_;
   if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK || memo_count_ != memo_.size())
     return at;
+  // New memo slots are written past the memo's top and kept only on success; at most one per
+  // opcode read below (the dict, and each key, value and frames list).
   const std::size_t memo_before = memo_.size();
-  Value dict;
-  dict.kind = Kind::Dict;
-  dict.dict = static_cast<DictObject*>(arena_.allocate(sizeof(DictObject)));
-  *dict.dict = DictObject{};
-  // The memo stays dense: every slot added is counted (and uncounted when giving up).
-  auto memoize = [&](const Value& v) {
-    memo_.push_back(v);
-    ++memo_count_;
-  };
-  memoize(dict);
-  // Uninitialised: only items[0, n) are ever read.
-  union Item {
-    Item() {}
-    Value value;
-  };
-  Item items[kMaxItems];
-  std::size_t n = 0;
-  const unsigned char* q = at + 3;
+  memo_.reserve_more(2 * kMaxPairs + 2);
+  Value* const memo = &memo_[0];
+  Value* memo_top = memo + memo_before;
   auto give_up = [&] {
     memo_.shrink_to(memo_before);
     memo_count_ = memo_before;
     return at;
   };
+  constexpr unsigned kNotPlainKey = 1u << static_cast<unsigned>(Kind::List) |
+                                    1u << static_cast<unsigned>(Kind::Dict) |
+                                    1u << static_cast<unsigned>(Kind::Skipped);
+  // The dict and its values go to the arena in one block, written in place and taken at the end
+  // (nothing else allocates from the arena meanwhile); the keys gather here until it is known
+  // whether they are the last dict's keys.
+  constexpr std::size_t kHeader = (sizeof(DictObject) + 15) & ~std::size_t{15};
+  auto* const block = static_cast<unsigned char*>(arena_.peek(kHeader + kMaxPairs * sizeof(Value)));
+  Value dict;
+  dict.kind = Kind::Dict;
+  dict.dict = reinterpret_cast<DictObject*>(block);
+  *memo_top++ = dict;
+  Value* const values = reinterpret_cast<Value*>(block + kHeader);
+  // While the keys are the template's (tmpl, below), they are not copied; from the first that is
+  // not, the keys and their bytes gather here. Uninitialised: only keys[0, n) are ever read.
+  union Keys {
+    Keys() {}
+    Value values[kMaxPairs];
+  } keys;
+  std::array<std::uint64_t, kMaxPairs> key_bytes;  // as KeyTemplate::bytes
+  const KeyTemplate* tmpl =
+      key_template_.memo_overwrites == memo_overwrites_ ? &key_template_ : &kNoKeyTemplate;
+  bool own_keys = false;  // keys[] and key_bytes[] hold keys [0, n)
+  std::size_t n = 0;      // pairs read
+  const unsigned char* q = at + 3;
   for (;;) {
-    // 10 readable bytes cover every opcode below except a str, which checks its own length.
-    if (end - q < 10) return give_up();
-    Value v;
+    if (end - q < kPairBytes) [[unlikely]] {
+      if (q < end && *q == SETITEMS) break;
+      return give_up();
+    }
+    if (n == kMaxPairs) return give_up();
+    // The key: the template's, by the same bytes, or read and checked.
+    const Value* key;
+    const std::uint64_t eight_bytes = load_le<std::uint64_t>(q);
+    if ((eight_bytes & tmpl->masks[n]) == tmpl->bytes[n]) [[likely]] {
+      key = &tmpl->keys[n];
+      q += tmpl->lengths[n];
+    } else {
+      if (*q == SETITEMS) break;
+      if (!own_keys) {  // the keys so far were the template's
+        copy_values(keys.values, tmpl->keys, n);
+        std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());
+        own_keys = true;
+        tmpl = &kNoKeyTemplate;
+      }
+      Value& k = keys.values[n];
+      key_bytes[n] = kNoKeyBytes;
+      if (*q == BINGET || *q == LONG_BINGET) {
+        const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
+        if (index >= static_cast<std::size_t>(memo_top - memo)) return give_up();
+        k = memo[index];
+        key_bytes[n] = eight_bytes & kGetMask[*q];
+        q += kGetLength[*q];
+      } else if (*q == SHORT_BINUNICODE) {
+        const std::size_t length = q[1];
+        if (static_cast<std::size_t>(end - q) < 2 + length + kPairBytes ||
+            utf8_error_offset(q + 2, length) != length)
+          return give_up();
+        k = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2),
+                      static_cast<std::uint32_t>(length));
+        q += 2 + length;
+      } else {
+        return give_up();
+      }
+      if (((1u << static_cast<unsigned>(k.kind)) & kNotPlainKey) != 0) return give_up();
+      key = &k;
+    }
+    if (*q == MEMOIZE) {
+      *memo_top++ = *key;
+      ++q;
+    }
+    // The value.
+    Value& v = values[n];
     switch (*q) {
       case BINGET:
       case LONG_BINGET: {
         const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
-        if (index >= memo_.size()) return give_up();
-        v = memo_[index];
+        if (index >= static_cast<std::size_t>(memo_top - memo)) return give_up();
+        v = memo[index];
+        // A shared frames list: skipped, so only under the skip key.
+        if (v.kind == Kind::Skipped && !is_skip_key(*key)) return give_up();
         q += kGetLength[*q];
         break;
       }
@@ -813,57 +924,73 @@ const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
         break;
       }
       case NONE:
+        v = Value{};
         ++q;
         break;
       case NEWTRUE:
       case NEWFALSE:
+        v = Value{};
         v.kind = Kind::Bool;
         v.boolean = *q == NEWTRUE;
         ++q;
         break;
       case EMPTY_LIST:
         // Only the skip key's value: a list of frames, skipped.
-        if (n % 2 == 0 || !is_skip_key(items[n - 1].value)) return give_up();
+        if (!is_skip_key(*key)) return give_up();
         v = skipped(Kind::List);
         ++q;
         if (*q == MEMOIZE) {
-          memoize(v);
+          *memo_top++ = v;
           ++q;
         }
         if (*q == MARK) {
+          memo_.set_top(memo_top);  // the GETs may name the slots added here
+          memo_count_ = memo_.size();
           const unsigned char* run_end = valid_get_run_end(q + 1);
           if (run_end == end || *run_end != APPENDS) return give_up();
           q = run_end + 1;
         }
-        items[n++].value = v;
-        if (n == kMaxItems) return give_up();
+        ++n;
         continue;
-      case SETITEMS: {
-        ++q;
-        if (n % 2) return give_up();
-        for (std::size_t i = 0; i < n; i += 2) {
-          const Kind key = items[i].value.kind;
-          if (key == Kind::List || key == Kind::Dict || key == Kind::Skipped) return give_up();
-          if (items[i + 1].value.kind == Kind::Skipped && !is_skip_key(items[i].value))
-            return give_up();
-        }
-        DictObject& d = *dict.dict;
-        d.pairs = n ? alloc_values(n) : nullptr;
-        for (std::size_t i = 0; i < n; ++i) d.pairs[i] = items[i].value;
-        d.size = d.capacity = static_cast<std::uint32_t>(n / 2);
-        push(dict);
-        return q;
-      }
       default:
         return give_up();
     }
     if (*q == MEMOIZE) {
-      memoize(v);
+      *memo_top++ = v;
       ++q;
     }
-    items[n++].value = v;
-    if (n == kMaxItems) return give_up();
+    ++n;
   }
+  // SETITEMS: every pair is already checked.
+  arena_.take(kHeader + n * sizeof(Value));
+  DictObject& d = *dict.dict;
+  d.values = values;
+  d.size = static_cast<std::uint32_t>(n);
+  d.capacity = 0;  // the next update copies both arrays (the keys may be shared)
+  if (!own_keys && n == tmpl->size && n > 0) {
+    d.keys = tmpl->keys;
+  } else {
+    if (!own_keys) {
+      copy_values(keys.values, tmpl->keys, n);
+      std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());
+    }
+    Value* own = n ? alloc_values(n) : nullptr;
+    copy_values(own, keys.values, n);
+    d.keys = own;
+    key_template_.keys = own;
+    key_template_.size = n;
+    key_template_.memo_overwrites = memo_overwrites_;
+    for (std::size_t i = 0; i < kMaxPairs; ++i) {
+      const std::uint64_t bytes = i < n ? key_bytes[i] : kNoKeyBytes;
+      key_template_.bytes[i] = bytes;
+      key_template_.lengths[i] = kGetLength[bytes & 0xff];
+      key_template_.masks[i] = bytes == kNoKeyBytes ? 0 : kGetMask[bytes & 0xff];
+    }
+  }
+  memo_.set_top(memo_top);
+  memo_count_ = memo_.size();
+  push(dict);
+  return q + 1;
 }
 
 // LONG1/LONG4 payload: little-endian two's complement of n bytes (pickle.encode_long).
@@ -1336,10 +1463,10 @@ const Value* Value::find(std::string_view key) const {
   if (kind != Kind::Dict) return nullptr;
   // From the back: the last SETITEM of a key wins, as in Python.
   for (std::uint32_t i = dict->size; i-- > 0;) {
-    const Value& k = dict->pairs[2 * i];
+    const Value& k = dict->keys[i];
     if (k.kind == Kind::Str && k.length == key.size() &&
         std::memcmp(k.text, key.data(), key.size()) == 0)
-      return &dict->pairs[2 * i + 1];
+      return &dict->values[i];
   }
   return nullptr;
 }

@@ -60,12 +60,16 @@ struct ListObject {
   std::uint32_t capacity = 0;
 };
 
-// Insertion-ordered key/value pairs. Duplicate keys are kept; find() returns the last one, which
-// is what Python's dict would hold after the same SETITEM sequence.
+// Insertion-ordered key/value pairs, keys and values in two arrays. Duplicate keys are kept;
+// find() returns the last one, which is what Python's dict would hold after the same SETITEM
+// sequence. Consecutive flat dicts with the very same keys in the same order (a snapshot's trace
+// entries) share one key array, like CPython's key-sharing dicts (PEP 412): half the storage, and
+// a reader sees "the same keys as the last entry" by one pointer compare (`keys`).
 struct DictObject {
-  Value* pairs = nullptr;  // key0, value0, key1, value1, ...
-  std::uint32_t size = 0;  // number of pairs
-  std::uint32_t capacity = 0;
+  const Value* keys = nullptr;  // maybe shared: never written in place while capacity is 0
+  Value* values = nullptr;
+  std::uint32_t size = 0;      // number of pairs
+  std::uint32_t capacity = 0;  // pairs both arrays have room for, owned; 0: the next update copies
 };
 
 // A 16-byte tagged value. Copies are cheap and share containers (Python reference semantics).
@@ -98,8 +102,8 @@ struct Value {
   // Dict lookup by str key; nullptr when absent or when this is not a dict.
   const Value* find(std::string_view key) const;
   std::uint32_t dict_size() const { return kind == Kind::Dict ? dict->size : 0; }
-  const Value& dict_key(std::uint32_t i) const { return dict->pairs[2 * i]; }
-  const Value& dict_value(std::uint32_t i) const { return dict->pairs[2 * i + 1]; }
+  const Value& dict_key(std::uint32_t i) const { return dict->keys[i]; }
+  const Value& dict_value(std::uint32_t i) const { return dict->values[i]; }
 };
 static_assert(sizeof(Value) == 16, "values are copied a lot: keep them two words");
 
@@ -123,6 +127,14 @@ class Arena {
     cur_ += bytes;
     return p;
   }
+  // Room for up to `bytes` where the next allocation will start, not yet taken: the caller writes
+  // there, then take()s what it used, with no other allocation in between.
+  void* peek(std::size_t bytes) {
+    if (bytes > static_cast<std::size_t>(end_ - cur_)) [[unlikely]]
+      refill(bytes);
+    return cur_;
+  }
+  void take(std::size_t bytes) { cur_ += (bytes + 15) & ~std::size_t{15}; }
 
  private:
   // Chunks come from an aligned operator new: their deleter must pass the same alignment.

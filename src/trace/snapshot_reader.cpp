@@ -132,12 +132,15 @@ class EntryShape {
  private:
   static constexpr std::uint32_t kMaxKeys = 16;
 
-  bool matches(const Value& entry, std::uint32_t n) const {
+  bool matches(const Value& entry, std::uint32_t n) {
     if (n != size_ || n == 0) return false;
+    // Keys only ever get appended: the same key array and size are the same keys.
+    if (entry.dict->keys == keys_) return true;
     for (std::uint32_t k = 0; k < n; ++k) {
       const Value& key = entry.dict_key(k);
       if (key.kind != Kind::Str || key.text != text_[k] || key.length != length_[k]) return false;
     }
+    keys_ = entry.dict->keys;
     return true;
   }
   // Classifies every key; the last of duplicate keys wins, as in a Python dict. Shapes with
@@ -145,6 +148,7 @@ class EntryShape {
   void learn(const Value& entry, std::uint32_t n) {
     position_.fill(-1);
     size_ = n <= kMaxKeys ? n : 0;
+    keys_ = entry.dict->keys;
     for (std::uint32_t k = 0; k < n; ++k) {
       const Value& key = entry.dict_key(k);
       if (key.kind != Kind::Str) {
@@ -161,6 +165,7 @@ class EntryShape {
   }
 
   std::uint32_t size_ = 0;  // keys of the remembered shape; 0 = none
+  const Value* keys_ = nullptr;  // the key array they were last seen in (DictObject::keys)
   const char* text_[kMaxKeys] = {};
   std::uint32_t length_[kMaxKeys] = {};
   std::array<std::int32_t, kFields> position_{};  // by EntryKey; -1 = absent
