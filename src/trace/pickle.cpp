@@ -482,7 +482,7 @@ class Machine {
     const unsigned char* start = nullptr;  // in the input
     std::size_t length = 0;                // 0: an empty slot
   };
-  static constexpr unsigned kRunMemoBits = 10;
+  static constexpr unsigned kRunMemoBits = 11;
   std::array<RunMemo, std::size_t{1} << kRunMemoBits> run_memo_{};
   std::uint64_t text_index(std::string_view s) const {
     std::uint64_t v = 0;
@@ -725,16 +725,31 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
   const unsigned char* const end = end_;
   const unsigned char* q = at;
   // The same stack gives the same GETs, byte for byte: a run seen before is not decoded again.
-  // It is looked up by its bytes up to the next APPENDS byte (a list of frames ends with one; one
-  // inside an index or past the run only makes the key longer), and a hit is confirmed by
-  // comparing the whole run and seeing a non-GET opcode after it. The same bytes from the same
-  // start decode the same way; their indices were below the memo size of that time, and set slots
-  // stay set.
+  // It is looked up by its bytes up to the next APPENDS byte followed by SETITEMS or with no GET
+  // opcode byte in the four after it, which is where a list of frames ends (it is the last value
+  // of its dict, and a new dict or list follows). An
+  // APPENDS byte inside a LONG_BINGET index has the next GET within four bytes: stopping there
+  // gave every run through that frame the same key, and those runs evicted each other. A byte
+  // taken for the end wrongly only changes the key's length. A hit is confirmed by comparing the
+  // whole run and seeing a non-GET opcode after it. The same bytes from the same start decode the
+  // same way; their indices were below the memo size of that time, and set slots stay set.
   RunMemo* memo_slot = nullptr;
   std::uint64_t run_hash = 0;
   if (end - q >= 16) {
-    const auto* key_end = static_cast<const unsigned char*>(
-        std::memchr(q, APPENDS, std::min<std::size_t>(static_cast<std::size_t>(end - q), 4096)));
+    const unsigned char* const limit = q + std::min<std::ptrdiff_t>(end - q, 4096);
+    const unsigned char* key_end = q;
+    for (;;) {
+      key_end = static_cast<const unsigned char*>(
+          std::memchr(key_end, APPENDS, static_cast<std::size_t>(limit - key_end)));
+      if (!key_end || limit - key_end < 5) {
+        key_end = nullptr;
+        break;
+      }
+      if (key_end[1] == SETITEMS || (kGetLength[key_end[1]] | kGetLength[key_end[2]] |
+                                     kGetLength[key_end[3]] | kGetLength[key_end[4]]) == 0)
+        break;
+      ++key_end;
+    }
     if (key_end && key_end - q >= 16) {
       // Every byte counts: runs of one program share long prefixes and suffixes.
       const auto n = static_cast<std::uint64_t>(key_end - q);

@@ -541,6 +541,39 @@ TEST(PickleFastPaths, RepeatedGetRunsDecodeLikeNewOnes) {
       << parse_error(bad);
 }
 
+TEST(PickleFastPaths, RunsWithAnAppendsByteInsideAnIndexDecodeRight) {
+  // take_get_run() keys a run by its bytes up to where it guesses the list ends, at an APPENDS
+  // byte ('e', 0x65). LONG_BINGET 0x165 holds that byte inside its index; runs that share the
+  // bytes up to it and differ after must each decode as their own GETs say, also when seen again,
+  // and also when the list ends at the very end of the input.
+  // Memo: 0 = the outer list, k = the int k-1 for k = 1..0x170.
+  std::string bytes = B("\x80\x04]\x94(");
+  for (int i = 0; i < 0x170; ++i) {  // BININT2 i, MEMOIZE
+    bytes += 'M';
+    bytes += static_cast<char>(i & 0xff);
+    bytes += static_cast<char>(i >> 8);
+    bytes += '\x94';
+  }
+  const std::string shared = B("h\x01h\x02h\x03j\x65\x01\x00\x00");
+  const std::string run_a = shared + B("h\x04h\x05h\x06");
+  const std::string run_b = shared + B("h\x07h\x08j\x66\x01\x00\x00");
+  auto list = [](const std::string& run) { return "]\x94(" + run + "e"; };
+  bytes += list(run_a) + list(run_b) + list(run_a) + list(run_b) + "e.";
+  PickleDocument doc(bytes, "inner.pickle");
+  const auto items = doc.root().items();
+  ASSERT_EQ(items.size(), 0x170u + 4);
+  auto ints = [](const Value& l) {
+    std::vector<std::int64_t> out;
+    for (const Value& v : l.items()) out.push_back(v.kind == Kind::Int ? v.integer : -1);
+    return out;
+  };
+  const std::vector<std::int64_t> a{0, 1, 2, 0x164, 3, 4, 5}, b{0, 1, 2, 0x164, 6, 7, 0x165};
+  EXPECT_EQ(ints(items[0x170]), a);
+  EXPECT_EQ(ints(items[0x171]), b);
+  EXPECT_EQ(ints(items[0x172]), a);
+  EXPECT_EQ(ints(items[0x173]), b);
+}
+
 TEST(PickleFastPaths, FlatDictsReadLikeAnyOther) {
   // CPython 3.11, pickle.dumps(v, protocol=4) for
   //   [{'a': 1, 'b': 'x', 'c': None, 'd': True, 'e': 2**40, 'f': -5, 'g': 300, 'h': 70000,
