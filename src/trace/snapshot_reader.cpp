@@ -113,8 +113,9 @@ EntryKey classify_key(std::string_view name) {
 // Where an entry dict keeps the keys parse_snapshot reads. Pickle writers memoize key strings
 // and every entry lists its keys in the same order, so an entry's keys are almost always the very
 // same views into the input, at the same positions, as the previous entry's: checking that costs
-// a pointer compare per key instead of a string compare, and the positions are then known. A
-// mismatch only means classifying the keys again; the cache never changes a result.
+// a pointer compare per key instead of a string compare (or one compare in all, when the pickle
+// reader gave both entries the same key array), and the positions are then known. A mismatch only
+// means classifying the keys again; the cache never changes a result.
 class EntryShape {
  public:
   static constexpr std::size_t kFields = 7;  // EntryKey values
