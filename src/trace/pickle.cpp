@@ -475,7 +475,9 @@ class Machine {
   }
   const unsigned char* take_get_run(const unsigned char* at);
   const unsigned char* valid_get_run_end(const unsigned char* at);
+  const unsigned char* take_flat_dicts(const unsigned char* at);
   const unsigned char* take_flat_dict(const unsigned char* at);
+  const unsigned char* flat_dict_refused_ = nullptr;  // where take_flat_dicts() last gave up
   // GET runs already decoded, by a hash of their bytes (see take_get_run).
   struct RunMemo {
     std::uint64_t hash = 0;
@@ -814,7 +816,8 @@ decoded:
 // the checked path would look at closer (an error, a key that is not plain, a skipped value under
 // another key, the input's last bytes), returns `at` with nothing changed: the checked path then
 // runs the same bytes. Returns the byte after SETITEMS on success, with the dict pushed.
-const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
+[[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(
+    const unsigned char* at) {
   constexpr std::size_t kMaxPairs = kMaxFlatPairs;
   // Readable bytes at the start of a pair: a key (5) and a value (10, LONG1 of 8 bytes), each
   // maybe followed by MEMOIZE, and the opcode after. A str checks its own length.
@@ -1015,6 +1018,23 @@ const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
   memo_count_ = memo_.size();
   push(dict);
   return q + 1;
+}
+
+// Consecutive flat dicts (a list of trace entries) in one call, so the per-call work is paid once
+// per run of them: returns past the last one taken (`at` when none). A dict it gave up on is
+// remembered, so that the checked path, which the caller runs next, does not try it again.
+const unsigned char* Machine::take_flat_dicts(const unsigned char* at) {
+  if (at == flat_dict_refused_) return at;
+  const unsigned char* q = at;
+  for (;;) {
+    const unsigned char* after = take_flat_dict(q);
+    if (after == q) {
+      flat_dict_refused_ = q;
+      return q;
+    }
+    q = after;
+    if (q == end_ || *q != EMPTY_DICT) return q;
+  }
 }
 
 // LONG1/LONG4 payload: little-endian two's complement of n bytes (pickle.encode_long).
@@ -1375,7 +1395,7 @@ Value Machine::run(int& protocol) {
           push(skipped(Kind::Dict));
           break;
         }
-        if (const unsigned char* after = take_flat_dict(op_at_); after != op_at_) {
+        if (const unsigned char* after = take_flat_dicts(op_at_); after != op_at_) {
           p = after;
           break;
         }

@@ -629,6 +629,25 @@ TEST(PickleFastPaths, FlatDictsReadLikeAnyOther) {
   EXPECT_EQ(doc3.root().items()[0].dict_size(), 2u);
 }
 
+TEST(PickleFastPaths, ARunOfFlatDictsWithOneThatIsNot) {
+  // [d1, d2, d3, s] where d2 = {'a': 1.5, 'b': s} with s = 'new' is not flat (a float): flat dicts
+  // in a row are taken in one go, d2 is left to the checked path with its memo slots undone, and
+  // d3 after it is taken again. Memo: 0 list, 1 d1, 2 'a', 3 d2, 4 'b', 5 s, 6 d3; the last item
+  // is BINGET 5. 32 bytes after STOP keep every dict clear of the input's end.
+  const std::string bytes =
+      B("\x80\x04]\x94(") + B("}\x94(\x8c\x01" "a\x94K\x01u") +
+      B("}\x94(h\x02G?\xf8\x00\x00\x00\x00\x00\x00\x8c\x01" "b\x94\x8c\x03new\x94u") +
+      B("}\x94(h\x02K\x03u") + B("h\x05" "e.") + std::string(32, '.');
+  PickleDocument doc(bytes, "run.pickle");
+  const auto items = doc.root().items();
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_EQ(items[0].find("a")->integer, 1);
+  EXPECT_EQ(items[1].find("a")->real, 1.5);
+  EXPECT_EQ(items[1].find("b")->str(), "new");
+  EXPECT_EQ(items[2].find("a")->integer, 3);
+  EXPECT_EQ(items[3].str(), "new");
+}
+
 TEST(PickleFastPaths, Long1AtTheEndOfTheInputAndNegatives) {
   // LONG1 whose 8-byte load would cross the end of the buffer takes the careful path.
   struct Case {
