@@ -568,18 +568,19 @@ class Machine {
   std::size_t memo_count_ = 0;  // set memo slots: Python's len(memo), which MEMOIZE uses
   std::size_t memo_overwrites_ = 0;  // memo_put()s over a set slot
   // The last dict take_flat_dict built with a key array of its own (DictObject), and how each
-  // key was fetched: a BINGET's two bytes, or kNoKeyBytes. While no memo slot is overwritten, the
-  // same two bytes fetch the same key, so the next dict's keys are matched by their bytes.
+  // key was fetched: a GET's bytes, or kNoKeyBytes. While no memo slot is overwritten, the same
+  // bytes fetch the same key, so the next dict's keys are matched by their bytes.
   static constexpr std::size_t kMaxFlatPairs = 16;
   struct KeyTemplate {
     const Value* keys = nullptr;
     std::size_t size = 0;
     std::size_t memo_overwrites = 0;  // memo_overwrites_ when recorded
     // A key's GET opcode and index bytes (read as 8 little-endian bytes, masked), and how many.
-    // Positions without a GET: bytes kNoKeyBytes with mask 0, which nothing matches.
-    std::array<std::uint64_t, kMaxFlatPairs> bytes;
-    std::array<std::uint64_t, kMaxFlatPairs> masks;
-    std::array<std::uint8_t, kMaxFlatPairs> lengths;
+    // Positions without a GET, and those from `size` on (one past the last pair included):
+    // bytes kNoKeyBytes with mask 0, which nothing matches.
+    std::array<std::uint64_t, kMaxFlatPairs + 1> bytes;
+    std::array<std::uint64_t, kMaxFlatPairs + 1> masks;
+    std::array<std::uint8_t, kMaxFlatPairs + 1> lengths;
     KeyTemplate() {
       bytes.fill(kNoKeyBytes);
       masks.fill(0);
@@ -866,8 +867,8 @@ decoded:
       if (q < end && *q == SETITEMS) break;
       return give_up();
     }
-    if (n == kMaxPairs) return give_up();
-    // The key: the template's, by the same bytes, or read and checked.
+    // The key: the template's, by the same bytes, or read and checked. (A template matches only
+    // below its size, so n stays below kMaxPairs on that path.)
     const Value* key;
     const std::uint64_t eight_bytes = load_le<std::uint64_t>(q);
     if ((eight_bytes & tmpl->masks[n]) == tmpl->bytes[n]) [[likely]] {
@@ -875,6 +876,7 @@ decoded:
       q += tmpl->lengths[n];
     } else {
       if (*q == SETITEMS) break;
+      if (n == kMaxPairs) return give_up();
       if (!own_keys) {  // the keys so far were the template's
         copy_values(keys.values, tmpl->keys, n);
         std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());
@@ -1007,7 +1009,7 @@ decoded:
     key_template_.keys = own;
     key_template_.size = n;
     key_template_.memo_overwrites = memo_overwrites_;
-    for (std::size_t i = 0; i < kMaxPairs; ++i) {
+    for (std::size_t i = 0; i <= kMaxPairs; ++i) {
       const std::uint64_t bytes = i < n ? key_bytes[i] : kNoKeyBytes;
       key_template_.bytes[i] = bytes;
       key_template_.lengths[i] = kGetLength[bytes & 0xff];

@@ -131,5 +131,29 @@ TEST(PickleKeySharing, SetitemIntoADictWithSharedKeysLeavesTheOthersAlone) {
   EXPECT_EQ(d[2].find("b"), nullptr);
 }
 
+TEST(PickleKeySharing, DictsOfSixteenPairsAndOneOfSeventeen) {
+  // Sixteen pairs is the most a dict is taken with: d3 shares d2's keys (d1's were new strings,
+  // so d2 gets its own). d4 repeats those sixteen keys and adds a seventeenth: it goes the checked
+  // way, whole. Memo: 0 list, 1 d1, 2..17 the keys 'a'..'p', 18 d2, 19 d3, 20 d4.
+  std::string d1, same16;
+  for (int k = 0; k < 16; ++k) {
+    d1 += new_str(static_cast<char>('a' + k)) + int1(k);
+    same16 += binget(2 + k) + int1(k);
+  }
+  const std::string bytes = B("\x80\x04]\x94(") + dict(d1) + dict(same16) + dict(same16) +
+                            dict(same16 + B("\x8c\x01q") + int1(16)) + "e." + kPadding;
+  PickleDocument doc(bytes, "sixteen.pickle");
+  const auto d = doc.root().items();
+  ASSERT_EQ(d.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(d[i].dict_size(), i < 3 ? 16u : 17u);
+    for (int k = 0; k < 16; ++k)
+      EXPECT_EQ(d[i].find(std::string(1, static_cast<char>('a' + k)))->integer, k);
+  }
+  EXPECT_EQ(d[3].find("q")->integer, 16);
+  EXPECT_EQ(d[2].dict->keys, d[1].dict->keys);
+  EXPECT_NE(d[3].dict->keys, d[2].dict->keys);
+}
+
 }  // namespace
 }  // namespace fraglab::pickle
