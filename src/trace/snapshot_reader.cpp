@@ -119,15 +119,16 @@ EntryKey classify_key(std::string_view name) {
 class EntryShape {
  public:
   static constexpr std::size_t kFields = 7;  // EntryKey values
-  using Fields = std::array<const Value*, kFields>;  // indexed by EntryKey; nullptr = absent
 
-  Fields fields(const Value& entry) {
+  // Learns the entry's keys unless they are the last entry's; field() then reads it.
+  void look_at(const Value& entry) {
     const std::uint32_t n = entry.dict_size();
     if (!matches(entry, n)) learn(entry, n);
-    Fields out{};
-    for (std::size_t f = 1; f < kFields; ++f)
-      if (position_[f] >= 0) out[f] = &entry.dict_value(static_cast<std::uint32_t>(position_[f]));
-    return out;
+  }
+  // The value of `key` in the entry last passed to look_at(); nullptr when absent.
+  const Value* field(const Value& entry, EntryKey key) const {
+    const std::int32_t at = position_[static_cast<std::size_t>(key)];
+    return at >= 0 ? &entry.dict_value(static_cast<std::uint32_t>(at)) : nullptr;
   }
 
  private:
@@ -466,13 +467,13 @@ Action action_from_name(std::string_view a, bool& known) {
 Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   if (!e.is_dict())
     fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
-  const EntryShape::Fields f = shape_.fields(e);
-  const Value* action = f[static_cast<std::size_t>(EntryKey::Action)];
-  const Value* addr = f[static_cast<std::size_t>(EntryKey::Addr)];
-  const Value* size = f[static_cast<std::size_t>(EntryKey::Size)];
-  const Value* stream = f[static_cast<std::size_t>(EntryKey::Stream)];
-  const Value* time = f[static_cast<std::size_t>(EntryKey::TimeUs)];
-  const Value* device_free = f[static_cast<std::size_t>(EntryKey::DeviceFree)];
+  shape_.look_at(e);
+  const Value* action = shape_.field(e, EntryKey::Action);
+  const Value* addr = shape_.field(e, EntryKey::Addr);
+  const Value* size = shape_.field(e, EntryKey::Size);
+  const Value* stream = shape_.field(e, EntryKey::Stream);
+  const Value* time = shape_.field(e, EntryKey::TimeUs);
+  const Value* device_free = shape_.field(e, EntryKey::DeviceFree);
   const Loc where{Loc::Entry, device_, i};
   if (!action) fail_entry(i, "missing key 'action'");
   if (!action->is_str()) fail_type(where, "action", "a str", *action);
