@@ -826,6 +826,9 @@ decoded:
   const unsigned char* const end = end_;
   if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK || memo_count_ != memo_.size())
     return at;
+  // A pair may start at or before this with kPairBytes readable.
+  const unsigned char* const last_pair_start =
+      end - begin_ >= kPairBytes ? end - kPairBytes : begin_;
   // New memo slots are written past the memo's top and kept only on success; at most one per
   // opcode read below (the dict, and each key, value and frames list).
   const std::size_t memo_before = memo_.size();
@@ -863,7 +866,7 @@ decoded:
   std::size_t n = 0;      // pairs read
   const unsigned char* q = at + 3;
   for (;;) {
-    if (end - q < kPairBytes) [[unlikely]] {
+    if (q > last_pair_start) [[unlikely]] {
       if (q < end && *q == SETITEMS) break;
       return give_up();
     }
