@@ -776,13 +776,18 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
       for (; key_end - w >= 8; w += 8) h0 = mix(h0, load_le<std::uint64_t>(w));
       const std::uint64_t h = h0 ^ std::rotl(h1, 16) ^ std::rotl(h2, 32) ^ std::rotl(h3, 48);
       run_hash = (h ^ load_le<std::uint64_t>(key_end - 8)) * 0xC2B2AE3D27D4EB4Full;
-      memo_slot = &run_memo_[run_hash >> (64 - kRunMemoBits)];
-      const std::size_t length = memo_slot->length;
-      if (memo_slot->hash == run_hash && length != 0 &&
-          static_cast<std::size_t>(end - q) > length && kGetLength[q[length]] == 0 &&
-          std::memcmp(q, memo_slot->start, length) == 0) {
-        q += length;
-        goto decoded;
+      // Two ways per set: a program's few hundred distinct stacks in one way each collided
+      // often enough that a third of the runs decoded again were evicted ones, not new ones.
+      memo_slot = &run_memo_[(run_hash >> (64 - kRunMemoBits)) & ~std::size_t{1}];
+      for (int way = 0; way < 2; ++way) {
+        const RunMemo& m = memo_slot[way];
+        const std::size_t length = m.length;
+        if (m.hash == run_hash && length != 0 && static_cast<std::size_t>(end - q) > length &&
+            kGetLength[q[length]] == 0 && std::memcmp(q, m.start, length) == 0) {
+          if (way == 1) std::swap(memo_slot[0], memo_slot[1]);  // the last used comes first
+          q += length;
+          goto decoded;
+        }
       }
     }
   }
@@ -806,8 +811,10 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
   }
   if (q == at) return at;
   // Remembered when it ended at another opcode (not at a bad GET or the input's end).
-  if (memo_slot && q < end && kGetLength[*q] == 0)
-    *memo_slot = RunMemo{run_hash, at, static_cast<std::size_t>(q - at)};
+  if (memo_slot && q < end && kGetLength[*q] == 0) {
+    memo_slot[1] = memo_slot[0];  // the least recently used way goes
+    memo_slot[0] = RunMemo{run_hash, at, static_cast<std::size_t>(q - at)};
+  }
 decoded:
   return q;
 }

@@ -574,6 +574,43 @@ TEST(PickleFastPaths, RunsWithAnAppendsByteInsideAnIndexDecodeRight) {
   EXPECT_EQ(ints(items[0x173]), b);
 }
 
+TEST(PickleFastPaths, ManyDistinctRunsSeenInTurnEachDecodeAsTheirOwn) {
+  // More distinct runs than the run memo has sets, each seen three times in a scrambled order:
+  // runs that share a set evict each other or are found in the second way (and moved first).
+  // Whatever the memo remembers, each list must hold what its own GETs name. Each list is
+  // followed by NONE POP NONE POP, so its APPENDS is where the run's key ends.
+  // Memo: 0 = the outer list, k = the int k-1 for k = 1..40.
+  std::string bytes = B("\x80\x04]\x94(");
+  for (int i = 0; i < 40; ++i) bytes += std::string("K") + static_cast<char>(i) + "\x94";
+  constexpr int kRuns = 1500, kGets = 12;
+  std::vector<std::vector<int>> runs(kRuns);
+  std::uint64_t state = 12345;
+  auto next = [&state] {  // a fixed LCG: the same input every time
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int>(state >> 33);
+  };
+  for (auto& run : runs)
+    for (int g = 0; g < kGets; ++g) run.push_back(1 + next() % 40);
+  std::vector<int> order;
+  for (int seen = 0; seen < 3; ++seen)
+    for (int r = 0; r < kRuns; ++r) order.push_back((r * 7 + seen * 311 + next() % 5) % kRuns);
+  for (int r : order) {
+    bytes += "]\x94(";
+    for (int slot : runs[r]) bytes += std::string("h") + static_cast<char>(slot);
+    bytes += "eN0N0";
+  }
+  bytes += "e.";
+  PickleDocument doc(bytes, "many.pickle");
+  const auto items = doc.root().items();
+  ASSERT_EQ(items.size(), 40 + order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto got = items[40 + i].items();
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(kGets)) << "list " << i;
+    for (int g = 0; g < kGets; ++g)
+      ASSERT_EQ(got[g].integer, runs[order[i]][g] - 1) << "list " << i << " item " << g;
+  }
+}
+
 TEST(PickleFastPaths, FlatDictsReadLikeAnyOther) {
   // CPython 3.11, pickle.dumps(v, protocol=4) for
   //   [{'a': 1, 'b': 'x', 'c': None, 'd': True, 'e': 2**40, 'f': -5, 'g': 300, 'h': 70000,
