@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "fraglab/trace_io.hpp"
+#include "trace/dict_layout.hpp"
 #include "trace/pickle.hpp"
 
 namespace fraglab {
@@ -78,9 +79,6 @@ struct Range {
   bool expandable = false;
 };
 
-// The trace-entry keys parse_snapshot reads (cca-spec §11.5); everything else is ignored.
-enum class EntryKey : std::uint8_t { Other, Action, Addr, Size, Stream, TimeUs, DeviceFree };
-
 // Key comparison with a literal: a constant-length memcmp the compiler turns into a load and a
 // compare (a string_view == called memcmp for every key of every entry).
 template <std::size_t N>
@@ -88,90 +86,19 @@ bool is(std::string_view name, const char (&literal)[N]) {
   return name.size() == N - 1 && std::memcmp(name.data(), literal, N - 1) == 0;
 }
 
-EntryKey classify_key(std::string_view name) {
-  switch (name.size()) {
-    case 4:
-      if (is(name, "addr")) return EntryKey::Addr;
-      if (is(name, "size")) return EntryKey::Size;
-      break;
-    case 6:
-      if (is(name, "action")) return EntryKey::Action;
-      if (is(name, "stream")) return EntryKey::Stream;
-      break;
-    case 7:
-      if (is(name, "time_us")) return EntryKey::TimeUs;
-      break;
-    case 11:
-      if (is(name, "device_free")) return EntryKey::DeviceFree;
-      break;
-    default:
-      break;
-  }
-  return EntryKey::Other;
-}
-
-// Where an entry dict keeps the keys parse_snapshot reads. Pickle writers memoize key strings
-// and every entry lists its keys in the same order, so an entry's keys are almost always the very
-// same views into the input, at the same positions, as the previous entry's: checking that costs
-// a pointer compare per key instead of a string compare (or one compare in all, when the pickle
-// reader gave both entries the same key array), and the positions are then known. A mismatch only
-// means classifying the keys again; the cache never changes a result.
-class EntryShape {
- public:
-  static constexpr std::size_t kFields = 7;  // EntryKey values
-
-  // Learns the entry's keys unless they are the last entry's; field() then reads it.
-  void look_at(const Value& entry) {
-    const std::uint32_t n = entry.dict_size();
-    if (!matches(entry, n)) learn(entry, n);
-  }
-  // The value of `key` in the entry last passed to look_at(); nullptr when absent.
-  const Value* field(const Value& entry, EntryKey key) const {
-    const std::int32_t at = position_[static_cast<std::size_t>(key)];
-    return at >= 0 ? &entry.dict_value(static_cast<std::uint32_t>(at)) : nullptr;
-  }
-
- private:
-  static constexpr std::uint32_t kMaxKeys = 16;
-
-  bool matches(const Value& entry, std::uint32_t n) {
-    if (n != size_ || n == 0) return false;
-    // Keys only ever get appended: the same key array and size are the same keys.
-    if (entry.dict->keys == keys_) return true;
-    for (std::uint32_t k = 0; k < n; ++k) {
-      const Value& key = entry.dict_key(k);
-      if (key.kind != Kind::Str || key.text != text_[k] || key.length != length_[k]) return false;
-    }
-    keys_ = entry.dict->keys;
-    return true;
-  }
-  // Classifies every key; the last of duplicate keys wins, as in a Python dict. Shapes with
-  // non-str keys or too many keys are used once and not remembered.
-  void learn(const Value& entry, std::uint32_t n) {
-    position_.fill(-1);
-    size_ = n <= kMaxKeys ? n : 0;
-    keys_ = entry.dict->keys;
-    for (std::uint32_t k = 0; k < n; ++k) {
-      const Value& key = entry.dict_key(k);
-      if (key.kind != Kind::Str) {
-        size_ = 0;
-        continue;
-      }
-      if (k < kMaxKeys) {
-        text_[k] = key.text;
-        length_[k] = key.length;
-      }
-      const auto f = static_cast<std::size_t>(classify_key(key.str()));
-      if (f != 0) position_[f] = static_cast<std::int32_t>(k);
-    }
-  }
-
-  std::uint32_t size_ = 0;  // keys of the remembered shape; 0 = none
-  const Value* keys_ = nullptr;  // the key array they were last seen in (DictObject::keys)
-  const char* text_[kMaxKeys] = {};
-  std::uint32_t length_[kMaxKeys] = {};
-  std::array<std::int32_t, kFields> position_{};  // by EntryKey; -1 = absent
+// The keys parse_snapshot reads (cca-spec §11.3-§11.5), by where they sit: everything else in
+// a trace entry, segment or block is ignored. The enums index the DictLayouts' names.
+enum EntryField : std::size_t { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree };
+constexpr std::array<std::string_view, 6> kEntryKeys{"action", "addr",    "size",
+                                                     "stream", "time_us", "device_free"};
+enum SegmentField : std::size_t {
+  kSegDevice, kSegAddress, kSegTotalSize, kSegStream, kSegType, kSegExpandable, kSegBlocks
 };
+constexpr std::array<std::string_view, 7> kSegmentKeys{
+    "device", "address", "total_size", "stream", "segment_type", "is_expandable", "blocks"};
+enum BlockField : std::size_t { kBlockState, kBlockAddress, kBlockSize, kBlockRequested, kBlockHistory };
+constexpr std::array<std::string_view, 5> kBlockKeys{"state", "address", "size", "requested_size",
+                                                     "history"};
 
 // Where a value sits in the snapshot, for error messages; formatted only when one is thrown.
 struct Loc {
@@ -282,6 +209,14 @@ class SnapshotReader {
     if (!v) fail(where, fmt::format("missing key '{}'", key));
     return *v;
   }
+  // The same for a key of the dict last passed to layout.look_at().
+  template <std::size_t N>
+  const Value& field(const DictLayout<N>& layout, const Value& dict, std::size_t key,
+                     const Loc& where) const {
+    const Value* v = layout.get(dict, key);
+    if (!v) fail(where, fmt::format("missing key '{}'", layout.name(key)));
+    return *v;
+  }
   std::uint64_t as_u64(const Value& v, std::string_view key, const Loc& where) const {
     if (v.kind == Kind::Int && v.integer >= 0) return static_cast<std::uint64_t>(v.integer);
     if (v.kind == Kind::UInt) return v.unsigned_integer;
@@ -320,7 +255,10 @@ class SnapshotReader {
   std::vector<SnapshotSegment> segments_;
   // Segment events with their entry index, in trace order: all rebuild_segments() needs.
   std::vector<std::pair<std::size_t, Entry>> segment_entries_;
-  EntryShape shape_;
+  // Where entries, segments and blocks keep the keys read (each kind lists its keys alike).
+  DictLayout<kEntryKeys.size()> entry_layout_{kEntryKeys};
+  DictLayout<kSegmentKeys.size()> segment_layout_{kSegmentKeys};
+  DictLayout<kBlockKeys.size()> block_layout_{kBlockKeys};
 
   AddressTable addresses_;  // allocation lifetimes while walking the trace forward
   std::vector<InitialAllocation> initial_;  // discovery order; ids assigned later
@@ -359,10 +297,12 @@ std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) con
     if (!list.items().empty()) with_data.insert(d);
   }
   auto segs = segments.items();
+  DictLayout<kSegmentKeys.size()> keys{kSegmentKeys};
   for (std::size_t i = 0; i < segs.size(); ++i) {
     const Loc where{Loc::Segment, i};
     if (!segs[i].is_dict()) fail(where, "expected a dict");
-    with_data.insert(u64_field(segs[i], "device", where));
+    keys.look_at(segs[i]);
+    with_data.insert(as_u64(field(keys, segs[i], kSegDevice, where), "device", where));
   }
   return with_data;
 }
@@ -399,28 +339,30 @@ void SnapshotReader::choose_device(const Value& root) {
 // §11.3: the device's segments as the snapshot saw them at dump time.
 void SnapshotReader::collect_segments(const Value& segments) {
   auto segs = segments.items();
+  DictLayout<kSegmentKeys.size()>& keys = segment_layout_;
   for (std::size_t i = 0; i < segs.size(); ++i) {
     const Value& s = segs[i];
     const Loc where{Loc::Segment, i};
-    if (u64_field(s, "device", where) != device_) continue;
+    keys.look_at(s);
+    if (as_u64(field(keys, s, kSegDevice, where), "device", where) != device_) continue;
     SnapshotSegment seg;
     seg.index = i;
-    seg.addr = u64_field(s, "address", where);
-    seg.size = u64_field(s, "total_size", where);
+    seg.addr = as_u64(field(keys, s, kSegAddress, where), "address", where);
+    seg.size = as_u64(field(keys, s, kSegTotalSize, where), "total_size", where);
     if (!plausible_range(seg.addr, seg.size))
       fail(where, fmt::format("impossible segment: {} bytes at 0x{:x} (expected a size below "
                               "2^60 that ends below 2^64)",
                               seg.size, seg.addr));
-    seg.stream = u64_field(s, "stream", where);
-    const Value& type = field(s, "segment_type", where);
+    seg.stream = as_u64(field(keys, s, kSegStream, where), "stream", where);
+    const Value& type = field(keys, s, kSegType, where);
     if (!type.is_str() || (type.str() != "small" && type.str() != "large"))
       fail(where, "key 'segment_type': expected \"small\" or \"large\"");
     seg.small_pool = type.str() == "small";
-    if (const Value* e = s.find("is_expandable")) {  // 2.1+ only
+    if (const Value* e = keys.get(s, kSegExpandable)) {  // 2.1+ only
       if (e->kind != Kind::Bool) fail_type(where, "is_expandable", "a bool", *e);
       seg.expandable = e->boolean;
     }
-    const Value& blocks = field(s, "blocks", where);
+    const Value& blocks = field(keys, s, kSegBlocks, where);
     if (!blocks.is_sequence()) fail_type(where, "blocks", "a list", blocks);
     seg.blocks = &blocks;
     segments_.push_back(seg);
@@ -463,17 +405,17 @@ Action action_from_name(std::string_view a, bool& known) {
   return Action::Skipped;
 }
 
-// The fields come from one pass over the entry's keys (EntryShape), not a lookup per field.
+// The fields come from where the last entry kept them (DictLayout), not a lookup per field.
 Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   if (!e.is_dict())
     fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
-  shape_.look_at(e);
-  const Value* action = shape_.field(e, EntryKey::Action);
-  const Value* addr = shape_.field(e, EntryKey::Addr);
-  const Value* size = shape_.field(e, EntryKey::Size);
-  const Value* stream = shape_.field(e, EntryKey::Stream);
-  const Value* time = shape_.field(e, EntryKey::TimeUs);
-  const Value* device_free = shape_.field(e, EntryKey::DeviceFree);
+  entry_layout_.look_at(e);
+  const Value* action = entry_layout_.get(e, kAction);
+  const Value* addr = entry_layout_.get(e, kAddr);
+  const Value* size = entry_layout_.get(e, kSize);
+  const Value* stream = entry_layout_.get(e, kStream);
+  const Value* time = entry_layout_.get(e, kTimeUs);
+  const Value* device_free = entry_layout_.get(e, kDeviceFree);
   const Loc where{Loc::Entry, device_, i};
   if (!action) fail_entry(i, "missing key 'action'");
   if (!action->is_str()) fail_type(where, "action", "a str", *action);
@@ -617,13 +559,15 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
 // recorded, and a pending-free one was pending from the start (its free_requested is not in the
 // trace, or the address would have been touched).
 void SnapshotReader::add_block_allocations() {
+  DictLayout<kBlockKeys.size()>& keys = block_layout_;
   for (const SnapshotSegment& seg : segments_) {
     auto blocks = seg.blocks->items();
     for (std::size_t b = 0; b < blocks.size(); ++b) {
       const Value& block = blocks[b];
       const Loc where{Loc::Block, seg.index, b};
       if (!block.is_dict()) fail(where, "expected a dict");
-      const Value& state = field(block, "state", where);
+      keys.look_at(block);
+      const Value& state = field(keys, block, kBlockState, where);
       if (!state.is_str()) fail_type(where, "state", "a str", state);
       bool pending;
       if (state.str() == "inactive") continue;
@@ -635,7 +579,7 @@ void SnapshotReader::add_block_allocations() {
         fail(where, fmt::format("unknown block state '{}' (expected active_allocated, "
                                 "active_pending_free or inactive)",
                                 state.str().substr(0, 40)));
-      Addr addr = u64_field(block, "address", where);
+      Addr addr = as_u64(field(keys, block, kBlockAddress, where), "address", where);
       const AddressTable::Slot* seen = addresses_.find(addr);
       if (seen && seen->live) continue;  // allocated (or freed-pending) in the trace
       if (seen)
@@ -644,12 +588,12 @@ void SnapshotReader::add_block_allocations() {
                                 addr, state.str()));
       InitialAllocation a;
       a.addr = addr;
-      a.block_size = u64_field(block, "size", where);
+      a.block_size = as_u64(field(keys, block, kBlockSize, where), "size", where);
       a.stream = seg.stream;
       a.free_requested = pending;
-      if (const Value* r = block.find("requested_size")) {
+      if (const Value* r = keys.get(block, kBlockRequested)) {
         a.requested = as_u64(*r, "requested_size", where);
-      } else if (const Value* h = block.find("history")) {
+      } else if (const Value* h = keys.get(block, kBlockHistory)) {
         // 1.13/2.0 layout (§11.4): the newest history record describes the live allocation.
         if (!h->is_sequence()) fail_type(where, "history", "a list", *h);
         auto records = h->items();
