@@ -761,10 +761,13 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
     }
     if (key_end && key_end - q >= 16) {
       // Every byte counts: runs of one program share long prefixes and suffixes. Four lanes of
-      // 8 bytes each, as one lane is a chain of multiplies whose latency bounds the loop.
+      // 8 bytes each, as one lane is a chain of multiplies whose latency bounds the loop. No
+      // rotate in the chain: each step is a bijection of the state, so runs of one length that
+      // differ in one word never collide, and the final multiply carries every lane's bits up
+      // into the top bits the slot is taken from (hits are confirmed by their bytes anyway).
       const auto n = static_cast<std::uint64_t>(key_end - q);
       constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
-      auto mix = [](std::uint64_t h, std::uint64_t w) { return std::rotl((h ^ w) * kMul, 29); };
+      auto mix = [](std::uint64_t h, std::uint64_t w) { return (h ^ w) * kMul; };
       std::uint64_t h0 = n, h1 = n + 1, h2 = n + 2, h3 = n + 3;
       const unsigned char* w = q;
       for (; key_end - w >= 32; w += 32) {
