@@ -405,19 +405,15 @@ Action action_from_name(std::string_view a, bool& known) {
   return Action::Skipped;
 }
 
-// The fields come from where the last entry kept them (DictLayout), not a lookup per field.
+// The fields come from where the last entry kept them (DictLayout), not a lookup per field, and
+// only those the action needs are looked at.
 Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   if (!e.is_dict())
     fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
   entry_layout_.look_at(e);
   const Value* action = entry_layout_.get(e, kAction);
-  const Value* addr = entry_layout_.get(e, kAddr);
-  const Value* size = entry_layout_.get(e, kSize);
-  const Value* stream = entry_layout_.get(e, kStream);
-  const Value* time = entry_layout_.get(e, kTimeUs);
-  const Value* device_free = entry_layout_.get(e, kDeviceFree);
-  const Loc where{Loc::Entry, device_, i};
   if (!action) fail_entry(i, "missing key 'action'");
+  const Loc where{Loc::Entry, device_, i};
   if (!action->is_str()) fail_type(where, "action", "a str", *action);
   Entry out;
   bool known = false;
@@ -428,19 +424,21 @@ Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
                               "segment_unmap, oom, snapshot, user_defined or annotate)",
                               action->str().substr(0, 40)));
   if (out.action == Action::Skipped) return out;
-  auto need = [&](const Value* v, std::string_view key) -> const Value& {
-    if (!v) fail_entry(i, fmt::format("({}) missing key '{}'", action->str(), key));
+  auto need = [&](EntryField key) -> const Value& {
+    const Value* v = entry_layout_.get(e, key);
+    if (!v) fail_entry(i, fmt::format("({}) missing key '{}'", action->str(), kEntryKeys[key]));
     return *v;
   };
   if (out.action == Action::Oom) {
-    out.addr = as_u64(need(device_free, "device_free"), "device_free", where);
-    if (stream) out.stream = as_u64(*stream, "stream", where);
+    out.addr = as_u64(need(kDeviceFree), "device_free", where);
+    if (const Value* stream = entry_layout_.get(e, kStream))
+      out.stream = as_u64(*stream, "stream", where);
   } else {
-    out.addr = as_u64(need(addr, "addr"), "addr", where);
-    out.stream = as_u64(need(stream, "stream"), "stream", where);
+    out.addr = as_u64(need(kAddr), "addr", where);
+    out.stream = as_u64(need(kStream), "stream", where);
   }
-  out.size = as_u64(need(size, "size"), "size", where);
-  if (time) {  // ≈2.2+ only (cca-spec §13)
+  out.size = as_u64(need(kSize), "size", where);
+  if (const Value* time = entry_layout_.get(e, kTimeUs)) {  // ≈2.2+ only (cca-spec §13)
     out.time_us = as_i64(*time, "time_us", where);
     out.has_time = true;
   }

@@ -681,8 +681,18 @@ TEST(SnapshotBroken, UnknownActionNamesTheEntry) {
 TEST(SnapshotBroken, MissingKeysAndWrongTypes) {
   PyDict no_addr{{"action", "alloc"}, {"size", 4}, {"stream", 0}};
   std::string msg = parse_error(snapshot({}, {{entry("alloc", kBase, 8), Py(no_addr)}}));
-  EXPECT_NE(msg.find("entry 1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'addr'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("entry 1: (alloc) missing key 'addr'"), std::string::npos) << msg;
+
+  // Each action needs its own keys: an oom names device_free, not addr, and may omit stream.
+  PyDict no_stream{{"action", "free_requested"}, {"addr", kBase}, {"size", 8}};
+  msg = parse_error(snapshot({}, {{entry("alloc", kBase, 8), Py(no_stream)}}));
+  EXPECT_NE(msg.find("entry 1: (free_requested) missing key 'stream'"), std::string::npos) << msg;
+  PyDict oom_no_free{{"action", "oom"}, {"addr", kBase}, {"size", 8}, {"stream", 0}};
+  msg = parse_error(snapshot({}, {{entry("alloc", kBase, 8), Py(oom_no_free)}}));
+  EXPECT_NE(msg.find("entry 1: (oom) missing key 'device_free'"), std::string::npos) << msg;
+  PyDict oom_no_size{{"action", "oom"}, {"device_free", 1024}};
+  msg = parse_error(snapshot({}, {{entry("alloc", kBase, 8), Py(oom_no_size)}}));
+  EXPECT_NE(msg.find("entry 1: (oom) missing key 'size'"), std::string::npos) << msg;
 
   PyDict str_size{{"action", "alloc"}, {"addr", kBase}, {"size", "big"}, {"stream", 0}};
   msg = parse_error(snapshot({}, {{Py(str_size)}}));
