@@ -238,7 +238,7 @@ class SnapshotReader {
 
  private:
   void collect_segments(const Value& segments);
-  Entry decode_entry(const Value& e, std::size_t i);
+  [[gnu::always_inline]] inline Entry decode_entry(const Value& e, std::size_t i);
   void emit_events(std::span<const Value> entries, Trace& trace);
   void add_block_allocations();
   void rebuild_segments(Trace& trace) const;
@@ -407,7 +407,7 @@ Action action_from_name(std::string_view a, bool& known) {
 
 // The fields come from where the last entry kept them (DictLayout), not a lookup per field, and
 // only those the action needs are looked at.
-Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
+inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   if (!e.is_dict())
     fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
   entry_layout_.look_at(e);
