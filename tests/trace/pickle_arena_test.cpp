@@ -24,24 +24,22 @@ std::uintptr_t first_allocation(Arena& arena) {
   return reinterpret_cast<std::uintptr_t>(arena.allocate(16));
 }
 
-TEST(PickleArena, AReleasedChunkServesTheNextArenaOfTheThread) {
+// Starts from nothing kept, then has a 64 KiB chunk kept: returns where it starts.
+std::uintptr_t keep_a_small_chunk() {
   Arena::release_spare_chunk();
-  std::uintptr_t first = 0;
-  {
-    Arena a(kSmall);
-    first = first_allocation(a);
-  }
+  Arena a(kSmall);
+  return first_allocation(a);
+}
+
+TEST(PickleArena, AReleasedChunkServesTheNextArenaOfTheThread) {
+  const std::uintptr_t first = keep_a_small_chunk();
   Arena b(kSmall);
   EXPECT_EQ(first_allocation(b), first);
 }
 
 TEST(PickleArena, AKeptChunkTooSmallForTheRequestIsLeftAndLaterReplacedByABiggerOne) {
-  Arena::release_spare_chunk();
-  std::uintptr_t small = 0, big = 0;
-  {
-    Arena a(kSmall);
-    small = first_allocation(a);
-  }
+  const std::uintptr_t small = keep_a_small_chunk();
+  std::uintptr_t big = 0;
   {
     Arena b(16 * kSmall);  // the kept 64 KiB chunk cannot serve it
     big = first_allocation(b);
@@ -53,12 +51,7 @@ TEST(PickleArena, AKeptChunkTooSmallForTheRequestIsLeftAndLaterReplacedByABigger
 }
 
 TEST(PickleArena, ChunksAboveTheLimitAreNotKept) {
-  Arena::release_spare_chunk();
-  std::uintptr_t small = 0;
-  {
-    Arena a(kSmall);
-    small = first_allocation(a);
-  }
+  const std::uintptr_t small = keep_a_small_chunk();
   {
     Arena huge(Arena::kMaxSpareChunk + 1);  // address space only: nothing is written
     first_allocation(huge);
@@ -77,12 +70,7 @@ TEST(PickleArena, ALiveArenaIsNeverHandedOut) {
 }
 
 TEST(PickleArena, EachThreadKeepsItsOwnChunk) {
-  Arena::release_spare_chunk();
-  std::uintptr_t mine = 0;
-  {
-    Arena a(kSmall);
-    mine = first_allocation(a);
-  }
+  const std::uintptr_t mine = keep_a_small_chunk();
   std::uintptr_t theirs = 0;
   std::thread([&] {
     Arena b(kSmall);  // this thread has kept nothing yet
