@@ -96,7 +96,9 @@ enum SegmentField : std::size_t {
 };
 constexpr std::array<std::string_view, 7> kSegmentKeys{
     "device", "address", "total_size", "stream", "segment_type", "is_expandable", "blocks"};
-enum BlockField : std::size_t { kBlockState, kBlockAddress, kBlockSize, kBlockRequested, kBlockHistory };
+enum BlockField : std::size_t {
+  kBlockState, kBlockAddress, kBlockSize, kBlockRequested, kBlockHistory
+};
 constexpr std::array<std::string_view, 5> kBlockKeys{"state", "address", "size", "requested_size",
                                                      "history"};
 
