@@ -231,6 +231,11 @@ class SnapshotReader {
   std::uint64_t u64_field(const Value& d, std::string_view key, const Loc& where) const {
     return as_u64(field(d, key, where), key, where);
   }
+  template <std::size_t N>
+  std::uint64_t u64_field(const DictLayout<N>& layout, const Value& dict, std::size_t key,
+                          const Loc& where) const {
+    return as_u64(field(layout, dict, key, where), layout.name(key), where);
+  }
 
   // ---- steps -------------------------------------------------------------------------------
   void choose_device(const Value& root);
@@ -304,7 +309,7 @@ std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) con
     const Loc where{Loc::Segment, i};
     if (!segs[i].is_dict()) fail(where, "expected a dict");
     keys.look_at(segs[i]);
-    with_data.insert(as_u64(field(keys, segs[i], kSegDevice, where), "device", where));
+    with_data.insert(u64_field(keys, segs[i], kSegDevice, where));
   }
   return with_data;
 }
@@ -346,16 +351,16 @@ void SnapshotReader::collect_segments(const Value& segments) {
     const Value& s = segs[i];
     const Loc where{Loc::Segment, i};
     keys.look_at(s);
-    if (as_u64(field(keys, s, kSegDevice, where), "device", where) != device_) continue;
+    if (u64_field(keys, s, kSegDevice, where) != device_) continue;
     SnapshotSegment seg;
     seg.index = i;
-    seg.addr = as_u64(field(keys, s, kSegAddress, where), "address", where);
-    seg.size = as_u64(field(keys, s, kSegTotalSize, where), "total_size", where);
+    seg.addr = u64_field(keys, s, kSegAddress, where);
+    seg.size = u64_field(keys, s, kSegTotalSize, where);
     if (!plausible_range(seg.addr, seg.size))
       fail(where, fmt::format("impossible segment: {} bytes at 0x{:x} (expected a size below "
                               "2^60 that ends below 2^64)",
                               seg.size, seg.addr));
-    seg.stream = as_u64(field(keys, s, kSegStream, where), "stream", where);
+    seg.stream = u64_field(keys, s, kSegStream, where);
     const Value& type = field(keys, s, kSegType, where);
     if (!type.is_str() || (type.str() != "small" && type.str() != "large"))
       fail(where, "key 'segment_type': expected \"small\" or \"large\"");
@@ -579,7 +584,7 @@ void SnapshotReader::add_block_allocations() {
         fail(where, fmt::format("unknown block state '{}' (expected active_allocated, "
                                 "active_pending_free or inactive)",
                                 state.str().substr(0, 40)));
-      Addr addr = as_u64(field(keys, block, kBlockAddress, where), "address", where);
+      Addr addr = u64_field(keys, block, kBlockAddress, where);
       const AddressTable::Slot* seen = addresses_.find(addr);
       if (seen && seen->live) continue;  // allocated (or freed-pending) in the trace
       if (seen)
@@ -588,7 +593,7 @@ void SnapshotReader::add_block_allocations() {
                                 addr, state.str()));
       InitialAllocation a;
       a.addr = addr;
-      a.block_size = as_u64(field(keys, block, kBlockSize, where), "size", where);
+      a.block_size = u64_field(keys, block, kBlockSize, where);
       a.stream = seg.stream;
       a.free_requested = pending;
       if (const Value* r = keys.get(block, kBlockRequested)) {
