@@ -90,10 +90,13 @@ struct TraceDiff {
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;
 
 // Replays one trace with a ProfileRecorder on a fresh device.
-ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceFactory& make_device);
+ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceFactory& make_device,
+                             const ReplayOptions& options = {});
 Divergence first_divergence(const Trace& a, const ReplayProfile& pa, const Trace& b, const ReplayProfile& pb);
 // Replays both traces (on two threads) and compares them.
-TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceFactory& make_device);
+// Both start the same way (options.start_state).
+TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceFactory& make_device,
+                      const ReplayOptions& options = {});
 
 // "alloc 40.00 MiB tag grad (step 0, phase backward)": one event in words, for reports.
 std::string describe_event(const Trace& trace, std::uint64_t index);

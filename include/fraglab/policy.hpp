@@ -61,9 +61,14 @@ class Policy {
   // of the calls that follow is fixed (see fraglab/planned_requests.hpp), so such a policy knows
   // which request of the trace each allocate() is.
   virtual void prepare(const Trace& /*trace*/) {}
-  // Rebuilds the state a cut-off trace starts from. Returns one Block per initial allocation, in
-  // the order given. The default allocates each initial allocation as a normal request.
+  // Rebuilds the state a cut-off trace starts from, as recorded (StartState::Recorded). Returns
+  // one Block per initial allocation, in the order given. The default is allocate_initial(): a
+  // policy that cannot take over a recorded layout starts as it would from cold.
   virtual std::vector<std::optional<Block>> adopt(const InitialState& initial);
+  // The cold start (StartState::Recorded's what-if counterpart): an empty device, and each
+  // initial allocation allocated as a normal request in the order given (address order), those
+  // whose free was already requested then freed-requested. One Block (or nullopt) each.
+  virtual std::vector<std::optional<Block>> allocate_initial(const InitialState& initial);
 
   // nullopt = out of memory (the policy counts it in num_ooms and keeps a message).
   virtual std::optional<Block> allocate(Bytes size, StreamId stream) = 0;
@@ -131,6 +136,12 @@ struct PolicyRegistration {
 std::unique_ptr<Policy> create_policy(std::string_view spec, Device& device);
 // The NAME part of a spec.
 std::string_view policy_name(std::string_view spec);
+// The spec with every option at its registered default left out, the rest in key order and
+// booleans in lower case, so specs that build the same policy compare equal:
+// canonical_spec("pytorch:expandable_segments:False") == "pytorch". Throws InputError on a
+// malformed option list.
+std::string canonical_spec(std::string_view spec);
+bool same_policy(std::string_view a, std::string_view b);
 
 // ---- option-list helpers for policies ---------------------------------------------------------
 

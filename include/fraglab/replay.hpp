@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fraglab/device.hpp"
@@ -26,6 +27,9 @@ struct Metrics {
   Bytes peak_reserved = 0;  // the device's own peak (may be reached inside an event)
   Bytes reserved_at_start = 0;  // after the initial state is rebuilt, before event 0
   Bytes reserved_at_end = 0;
+  // The least reserved from the start up to the peak: of the bytes reserved before the first
+  // event, at least min(this, reserved_at_start) were still held when reserved peaked.
+  Bytes lowest_reserved_before_peak = 0;
   // The most bytes allocated after any event at which reserved stood at its peak (a policy that
   // holds its peak — a cache, a static arena — is judged at its busiest moment there).
   Bytes allocated_at_peak_reserved = 0;
@@ -67,12 +71,28 @@ class ReplayObserver {
   virtual void on_finish() {}
 };
 
+// Where a replay of a trace that begins mid-run starts (design.md "What-if semantics").
+enum class StartState : std::uint8_t {
+  // The recorded segments and blocks, adopted as they were (Policy::adopt): what the run had, and
+  // faithful only under the settings that made it (what `validate` uses).
+  Recorded,
+  // An empty device on which the policy allocates the allocations live at the start, in address
+  // order, before the first event (Policy::allocate_initial): the same start for every setting.
+  Cold,
+};
+std::string_view start_state_name(StartState s);  // "recorded", "cold"
+
 struct ReplayOptions {
   bool stop_on_oom = false;
+  StartState start_state = StartState::Recorded;
 };
 
 struct ReplayResult {
   std::string policy;  // the spec string it was created from
+  StartState start_state = StartState::Recorded;
+  // The run is the trace's own recorded allocator settings (compare and sweep show it as the
+  // baseline "what my job did"); set by the caller, not the Replayer.
+  bool recorded_settings = false;
   Metrics metrics;
   std::vector<OomRecord> ooms;
   bool stopped_on_oom = false;

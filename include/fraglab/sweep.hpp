@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -153,6 +154,7 @@ class ResultsStream {
 struct SweepJob {
   const Trace* trace = nullptr;  // shared, read-only, by every thread
   std::string spec;
+  StartState start_state = StartState::Recorded;  // replaces SweepRunOptions::replay's
 };
 
 struct SweepRunOptions {
@@ -183,8 +185,18 @@ std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows);
 // otherwise read it ([, >, spaces). nullopt for other policies.
 std::optional<std::string> alloc_conf_line(std::string_view spec);
 
+// What a sweep knows of each trace beyond its rows (by trace name).
+struct SweepTraceContext {
+  // The trace's own recorded allocator settings as a spec (empty: not a recorded run). A grid
+  // row of the same policy is the baseline; otherwise `recorded_run` is.
+  std::string recorded_spec;
+  std::optional<SweepRow> recorded_run;  // the recorded settings replayed, when not a grid point
+  std::string start_state;               // "recorded" / "cold", for the section header
+};
+
 struct SweepReportOptions {
   std::size_t top = 25;  // table rows per trace; 0 = all
+  std::map<std::string, SweepTraceContext> traces;
 };
 // The end-of-sweep text: per trace the ranked table, the Pareto front and the best setting;
 // with several traces also the setting best across all of them.

@@ -40,13 +40,17 @@ std::optional<Op> op_from_name(std::string_view name);
 inline bool is_observed(Op op) { return op >= Op::SegmentAlloc; }
 
 inline constexpr std::uint32_t kNoString = 0xffffffffu;
+// The tag of an event fraglab inferred rather than read (an empty_cache() call a snapshot shows
+// only as a burst of segment frees): JSONL spells it {"op":"empty_cache","tag":"inferred"}.
+inline constexpr std::string_view kInferredTag = "inferred";
 
 struct Event {
   Op op = Op::Alloc;
   bool has_addr = false;  // alloc: recorded address known; segment_*: always true
   bool has_time = false;
   std::uint32_t device = 0;
-  std::uint32_t tag = kNoString;  // alloc: index into Trace::strings ("param", "act", ...)
+  // alloc: index into Trace::strings ("param", "act", ...); empty_cache: kInferredTag when inferred.
+  std::uint32_t tag = kNoString;
   // alloc/free*: allocation id. mark: index of the label in Trace::strings.
   std::uint64_t id = 0;
   // alloc: requested bytes. segment_*: bytes. oom: rounded request.

@@ -9,7 +9,9 @@
 //  - empty_cache() calls leave only a burst of segment_free / segment_unmap. A burst is a cache
 //    flush inside a malloc (retry, or garbage collection when that is configured) when it is
 //    followed by the segment_alloc/map of a request that could not have fit without it, or by
-//    an oom; every other burst is an empty_cache() call, inserted before the burst.
+//    an oom; every other burst is an empty_cache() call, inserted before the burst (when the
+//    trace is read: infer_unrecorded_events(); a burst right after an empty_cache event is that
+//    call's).
 //  - the memory PyTorch could obtain. Default: the recorded peak reserved bytes, lowered to
 //    reserved + device_free at a recorded oom. With exactly that much, every cudaMalloc that
 //    succeeded in the run succeeds in the simulation, and every one that had to flush the cache
@@ -69,6 +71,15 @@ struct ValidationReport {
   std::vector<std::string> notes;  // what was inferred, and what the snapshot lacks
   std::optional<Divergence> first_divergence;
 };
+
+// Makes what the record leaves implicit explicit events of `trace`, inferred exactly as
+// validate_replay() infers them (and with the same replay): an empty_cache() call, tagged
+// kInferredTag, before each burst of segment frees that was not a flush inside a malloc, and the
+// free_completed entries a flush inside a malloc emitted moved after that request. Recorded oom
+// entries stay observed events. Every command reads traces through this, so replay, compare,
+// sweep, check, diff and convert see the same events validate does. Returns the number of
+// empty_cache() calls inferred; a trace without segment frees is left as it is.
+std::uint64_t infer_unrecorded_events(Trace& trace, const ValidateOptions& options = {});
 
 ValidationReport validate_replay(const Trace& trace, const ValidateOptions& options = {});
 nlohmann::json validation_json(const ValidationReport& report);

@@ -98,6 +98,10 @@ class GeminiPolicy final : public Policy {
     next_request_ += initial.allocations.size();  // untagged: all of them are the inner policy's
     return inner_->adopt(initial);
   }
+  std::vector<std::optional<Block>> allocate_initial(const InitialState& initial) override {
+    next_request_ += initial.allocations.size();
+    return inner_->allocate_initial(initial);
+  }
 
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
     const std::size_t k = next_request_++;

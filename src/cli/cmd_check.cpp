@@ -101,7 +101,7 @@ int cmd_check(int argc, char** argv) {
       create_policy(spec, *device);
     }
     const TraceReadOptions read_options{.device_index = device_index};
-    const Trace trace = read_trace(trace_path, read_options);
+    const Trace trace = load_trace(trace_path, read_options);
     std::vector<ReplayResult> runs;
     for (const std::string& spec : specs) {
       std::unique_ptr<Device> device = make_device(device_spec);

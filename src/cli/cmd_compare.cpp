@@ -2,6 +2,7 @@
 // side by side with the lower bound (issue 5).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/common.hpp"
@@ -11,7 +12,7 @@ namespace fraglab::cli {
 
 int cmd_compare(int argc, char** argv) {
   po::options_description options("options");
-  std::string trace_path, device_spec, json_path;
+  std::string trace_path, device_spec, json_path, start_option;
   std::vector<std::string> specs;
   int device_index = -1;
   options.add_options()
@@ -24,6 +25,7 @@ int cmd_compare(int argc, char** argv) {
       ("json", po::value(&json_path), "write the results JSON (with lower_bound_bytes and overheads) to FILE (- for stdout)")
       ("stats", "add each policy's detailed statistics to the JSON")
       ("check-invariants", "check every replay with the invariant checker; exit 1 on a violation")
+      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)
       ("no-timing", "leave out the replay-time column (for byte-identical output)");
   po::positional_options_description positional;
   positional.add("trace", 1);
@@ -39,19 +41,28 @@ int cmd_compare(int argc, char** argv) {
     std::unique_ptr<Device> device = make_device(device_spec);
     create_policy(spec, *device);
   }
-  const Trace trace = read_trace(trace_path, TraceReadOptions{.device_index = device_index});
+  check_start_state_option(start_option);
+  const Trace trace = load_trace(trace_path, TraceReadOptions{.device_index = device_index});
   const TraceSummary summary = summarize(trace);
   std::vector<std::string> skipped;
   if (specs.empty()) {
     specs = default_policy_specs(trace, skipped);
     specs.push_back("pytorch:expandable_segments:True");
   }
+  // On a recorded run, what the job did is a row of its own: the baseline to compare against.
+  if (const std::optional<std::string> recorded = recorded_spec(trace)) {
+    const bool listed = std::any_of(specs.begin(), specs.end(), [&](const std::string& s) { return same_policy(s, *recorded); });
+    if (!listed) specs.push_back(*recorded);
+  }
 
   RunSettings settings;
   settings.device_spec = device_spec;
   settings.check_invariants = vm.count("check-invariants") > 0;
+  settings.replay.start_state = choose_start_state(start_option, trace, specs);
   std::vector<ReplayResult> runs;
   for (const std::string& spec : specs) runs.push_back(replay_policy(trace, spec, settings));
+  mark_recorded_settings(trace, runs);
+  warn_about_start(trace, runs);
   runs = order_for_comparison(std::move(runs));
 
   ReportOptions json_report;
@@ -62,8 +73,8 @@ int cmd_compare(int argc, char** argv) {
   if (json_path != "-") {
     ReportOptions table;
     table.include_timing = vm.count("no-timing") == 0;
-    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}\n", trace.name, summary.events,
-                             summary.allocs, device_spec);
+    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}; {}\n", trace.name, summary.events,
+                             summary.allocs, device_spec, start_state_header(trace, settings.replay.start_state));
     std::cout << compare_table(summary, runs, table);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {

@@ -21,7 +21,7 @@ int cmd_convert(int argc, char** argv) {
     return 0;
   }
   const TraceReadOptions read_options{.device_index = device_index};
-  const Trace trace = read_trace(trace_path, read_options);
+  const Trace trace = load_trace(trace_path, read_options);
   if (out_path == "-") {
     write_jsonl(trace, std::cout);
   } else {

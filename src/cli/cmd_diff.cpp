@@ -14,14 +14,15 @@ namespace fraglab::cli {
 int cmd_diff(int argc, char** argv) {
   po::options_description options("options");
   std::vector<std::string> paths;
-  std::string spec, device_spec, json_path;
+  std::string spec, device_spec, json_path, start_option;
   int device_index = -1;
   options.add_options()
       ("traces", po::value(&paths)->required()->multitoken(), "the two traces: A (before) and B (after)")
       ("policy,p", po::value(&spec)->default_value("pytorch"), "policy spec both traces are replayed under")
       ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("json", po::value(&json_path), "write the comparison as JSON to FILE (- for stdout)");
+      ("json", po::value(&json_path), "write the comparison as JSON to FILE (- for stdout)")
+      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp);
   po::positional_options_description positional;
   positional.add("traces", 2);
   po::variables_map vm;
@@ -36,10 +37,18 @@ int cmd_diff(int argc, char** argv) {
     std::unique_ptr<Device> device = make_device(device_spec);
     create_policy(spec, *device);  // a bad spec fails before the traces are read
   }
+  check_start_state_option(start_option);
   const TraceReadOptions read_options{.device_index = device_index};
-  const Trace a = read_trace(paths[0], read_options);
-  const Trace b = read_trace(paths[1], read_options);
-  const TraceDiff diff = diff_traces(a, b, spec, [&device_spec] { return make_device(device_spec); });
+  const Trace a = load_trace(paths[0], read_options);
+  const Trace b = load_trace(paths[1], read_options);
+  // Both traces start the same way: cold as soon as either would (design.md "What-if semantics").
+  ReplayOptions replay;
+  const StartState start_a = choose_start_state(start_option, a, {spec});
+  const StartState start_b = choose_start_state(start_option, b, {spec});
+  replay.start_state = start_a == StartState::Cold || start_b == StartState::Cold ? StartState::Cold : StartState::Recorded;
+  const TraceDiff diff = diff_traces(a, b, spec, [&device_spec] { return make_device(device_spec); }, replay);
+  std::cerr << fmt::format("diff: {} and {} replayed under {} from the {} start state\n", a.name, b.name, spec,
+                           start_state_name(replay.start_state));
   if (!json_path.empty()) write_output(json_path, diff_json(a, b, diff).dump(2) + "\n");
   if (json_path != "-") std::cout << diff_report(a, b, diff);
   return 0;

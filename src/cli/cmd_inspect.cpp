@@ -85,7 +85,7 @@ int cmd_inspect(int argc, char** argv) {
     return 0;
   }
   const TraceReadOptions read_options{.device_index = device_index};
-  const Trace trace = read_trace(trace_path, read_options);
+  const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary s = summarize(trace);
   const nlohmann::json j = inspect_json(trace, s);
   if (!json_path.empty()) write_output(json_path, j.dump(2) + "\n");

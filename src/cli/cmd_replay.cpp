@@ -14,7 +14,7 @@ namespace fraglab::cli {
 
 int cmd_replay(int argc, char** argv) {
   po::options_description options("options");
-  std::string trace_path, device_spec, json_path, timeline_path;
+  std::string trace_path, device_spec, json_path, timeline_path, start_option;
   std::vector<std::string> specs;
   int device_index = -1;
   std::uint64_t timeline_every = 1;
@@ -33,6 +33,7 @@ int cmd_replay(int argc, char** argv) {
       ("timeline-every", po::value(&timeline_every), "sample the timeline every N events (segment changes always kept)")
       ("stats", "print the policy's detailed statistics (torch.cuda.memory_stats() names for pytorch)")
       ("stop-on-oom", "end a replay at its first out-of-memory")
+      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)
       ("check-invariants",
        "check after every event that no live blocks overlap, blocks lie in reserved memory and are at least "
        "the request, and reserved <= capacity; exit 1 on a violation")
@@ -59,8 +60,9 @@ int cmd_replay(int argc, char** argv) {
     std::unique_ptr<Device> device = make_device(device_spec);
     create_policy(spec, *device);
   }
+  check_start_state_option(start_option);
   const TraceReadOptions read_options{.device_index = device_index};
-  const Trace trace = read_trace(trace_path, read_options);
+  const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
   std::vector<std::string> skipped;
   if (default_policies) specs = default_policy_specs(trace, skipped);
@@ -71,6 +73,7 @@ int cmd_replay(int argc, char** argv) {
   RunSettings settings;
   settings.device_spec = device_spec;
   settings.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
+  settings.replay.start_state = choose_start_state(start_option, trace, specs);
   settings.check_invariants = vm.count("check-invariants") > 0;
 
   std::ofstream timeline;
@@ -85,14 +88,16 @@ int cmd_replay(int argc, char** argv) {
     if (timeline.is_open()) writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every);
     results.push_back(replay_policy(trace, spec, settings, writer.get()));
   }
+  mark_recorded_settings(trace, results);
+  warn_about_start(trace, results);
 
   const bool json_to_stdout = json_path == "-";
   if (!json_path.empty()) {
     write_output(json_path, results_json(trace, summary, describe_device(device_spec), results, report).dump(2) + "\n");
   }
   if (!json_to_stdout) {
-    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}\n", trace.name, summary.events,
-                             summary.allocs, device_spec);
+    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}; {}\n", trace.name, summary.events,
+                             summary.allocs, device_spec, start_state_header(trace, settings.replay.start_state));
     std::cout << results_table(summary, results, report);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : results) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <unordered_set>
 
 #include "cli/common.hpp"
+#include "fraglab/policy.hpp"
 #include "fraglab/sweep.hpp"
 
 namespace fraglab::cli {
@@ -65,7 +67,7 @@ std::vector<Trace> read_traces(const std::vector<std::string>& paths, const Trac
   auto worker = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < paths.size();) {
       try {
-        traces[i] = read_trace(paths[i], options);
+        traces[i] = load_trace(paths[i], options);
       } catch (...) {
         errors[i] = std::current_exception();
       }
@@ -95,7 +97,7 @@ std::vector<Trace> read_traces(const std::vector<std::string>& paths, const Trac
 int cmd_sweep(int argc, char** argv) {
   po::options_description options("options");
   std::vector<std::string> trace_paths, grid_args;
-  std::string base_spec, output, shard_text, device_spec;
+  std::string base_spec, output, shard_text, device_spec, start_option;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   int device_index = -1;
   std::size_t top = 25;
@@ -113,6 +115,7 @@ int cmd_sweep(int argc, char** argv) {
       ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
       ("stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")
+      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)
       ("top", po::value(&top), "rows of the final table per trace (0 = all; default 25)")
       ("no-progress", "do not show progress on stderr");
   po::positional_options_description positional;
@@ -134,6 +137,7 @@ int cmd_sweep(int argc, char** argv) {
   for (const std::string& arg : grid_args) grid.axes.push_back(parse_grid_axis(arg));
   validate_grid(grid);
   make_device(device_spec);
+  check_start_state_option(start_option);
   const Shard shard = vm.count("shard") ? parse_shard(shard_text) : Shard{};
   const bool resume = vm.count("resume") > 0;
   if (resume && output.empty()) throw InputError("--resume needs -o FILE (the results file to continue)");
@@ -159,6 +163,11 @@ int cmd_sweep(int argc, char** argv) {
 
   const TraceReadOptions read_options{.device_index = device_index};
   const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
+  // One start state per trace for all of its settings (design.md "What-if semantics").
+  std::vector<std::string> all_specs;
+  for (const Setting& s : settings) all_specs.push_back(s.spec);
+  std::vector<StartState> start_states;
+  for (const Trace& trace : traces) start_states.push_back(choose_start_state(start_option, trace, all_specs));
 
   // Runs in trace-major grid order; the shard takes every N-th one.
   struct Pending {
@@ -186,7 +195,7 @@ int cmd_sweep(int argc, char** argv) {
 
   std::vector<SweepJob> jobs;
   jobs.reserve(pending.size());
-  for (const Pending& p : pending) jobs.push_back({&traces[p.trace], settings[p.setting].spec});
+  for (const Pending& p : pending) jobs.push_back({&traces[p.trace], settings[p.setting].spec, start_states[p.trace]});
   SweepRunOptions run_options;
   run_options.threads = threads;
   run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
@@ -211,6 +220,27 @@ int cmd_sweep(int argc, char** argv) {
   }
   SweepReportOptions report;
   report.top = top;
+  // The recorded settings of each recorded trace: the baseline improvements are stated against.
+  // A grid point of the same policy is that baseline; otherwise they are replayed once more here.
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    SweepTraceContext& context = report.traces[traces[t].name];
+    context.start_state = std::string(start_state_name(start_states[t]));
+    const std::optional<std::string> recorded = recorded_spec(traces[t]);
+    if (!recorded) continue;
+    context.recorded_spec = *recorded;
+    const bool in_grid = std::any_of(settings.begin(), settings.end(),
+                                     [&](const Setting& s) { return same_policy(s.spec, *recorded); });
+    if (in_grid) continue;
+    std::vector<SweepJob> extra{{&traces[t], *recorded, start_states[t]}};
+    SweepRunOptions one = run_options;
+    one.threads = 1;
+    run_sweep(extra, one, [&](std::size_t, const ReplayResult& result) {
+      Setting setting;
+      setting.values.assign(knob_keys.size(), std::nullopt);
+      setting.spec = *recorded;
+      context.recorded_run = make_row(traces[t].name, device_spec, setting, result);
+    });
+  }
   if (!rows.empty()) std::cout << sweep_report(ResultsTable{knob_keys, rows}, report);
   if (!output.empty()) std::cout << fmt::format("\nresults: {} ({} runs)\n", output, rows.size());
   return 0;

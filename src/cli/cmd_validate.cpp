@@ -46,7 +46,10 @@ int cmd_validate(int argc, char** argv) {
     traces = read_trace_devices(trace_path);
   }
   std::vector<ValidationReport> reports;
-  for (const auto& [device, trace] : traces) reports.push_back(validate_replay(trace, vo));
+  for (auto& [device, trace] : traces) {
+    infer_unrecorded_events(trace, vo);  // as every command does, under this command's assumptions
+    reports.push_back(validate_replay(trace, vo));
+  }
 
   nlohmann::json j;
   if (reports.size() == 1) {

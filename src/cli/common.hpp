@@ -3,6 +3,7 @@
 
 #include <boost/program_options.hpp>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -55,6 +56,33 @@ ReplayResult replay_policy(const Trace& trace, const std::string& spec, const Ru
 std::vector<std::string> default_policy_specs(const Trace& trace, std::vector<std::string>& skipped);
 // Prints every invariant violation of `runs` to stderr; true when there was one (exit 1).
 bool report_invariant_violations(const std::vector<ReplayResult>& runs);
+
+// ---- reading traces and the what-if rule (what_if.cpp; design.md "What-if semantics") -----
+
+// read_trace() followed by infer_unrecorded_events(): every command sees the events validate
+// infers (an empty_cache() call shown only by a burst of segment frees).
+Trace load_trace(const std::string& path, const TraceReadOptions& options = {});
+std::vector<std::pair<int, Trace>> load_trace_devices(const std::string& path);
+
+// "pytorch[:<conf>]" for a trace recorded by PyTorch's allocator (a snapshot, or a conversion of
+// one); nullopt for other traces.
+std::optional<std::string> recorded_spec(const Trace& trace);
+// --start-state: "recorded", "cold", or "auto": recorded when the trace starts from nothing or
+// every spec is the recorded settings (a faithful reproduction), cold otherwise (a what-if).
+inline constexpr const char* kStartStateHelp =
+    "recorded|cold|auto: recorded adopts the segments the run held when its trace began (faithful only under "
+    "the recorded settings); cold starts from an empty device, each policy allocating the allocations live "
+    "at the start (in address order) first; auto (default) = recorded when every policy is the recorded "
+    "settings, cold otherwise";
+void check_start_state_option(const std::string& option);
+StartState choose_start_state(const std::string& option, const Trace& trace, const std::vector<std::string>& specs);
+// "start state cold (N allocations, X reserved before the trace began)", for headers.
+std::string start_state_header(const Trace& trace, StartState state);
+// Sets ReplayResult::recorded_settings on the runs of the trace's own settings.
+void mark_recorded_settings(const Trace& trace, std::vector<ReplayResult>& runs);
+// A warning on stderr for each run whose result is set by memory reserved before the trace
+// began (recorded start state; the peak reached at the start, or more than half of it).
+void warn_about_start(const Trace& trace, const std::vector<ReplayResult>& runs);
 
 // Writes `text` to FILE, or to stdout when FILE is "-".
 void write_output(const std::string& path, const std::string& text);

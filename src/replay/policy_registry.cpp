@@ -74,7 +74,9 @@ std::vector<OptionItem> split_options(std::string_view options, std::string_view
   return items;
 }
 
-std::vector<std::optional<Block>> Policy::adopt(const InitialState& initial) {
+std::vector<std::optional<Block>> Policy::adopt(const InitialState& initial) { return allocate_initial(initial); }
+
+std::vector<std::optional<Block>> Policy::allocate_initial(const InitialState& initial) {
   std::vector<std::optional<Block>> blocks;
   blocks.reserve(initial.allocations.size());
   for (const InitialAllocation& a : initial.allocations) {

@@ -56,6 +56,8 @@ class LiveTable {
 
 }  // namespace
 
+std::string_view start_state_name(StartState s) { return s == StartState::Cold ? "cold" : "recorded"; }
+
 Replayer::Replayer(const Trace& trace, Policy& policy, Device& device, ReplayOptions options)
     : trace_(trace), policy_(policy), device_(device), options_(options) {}
 
@@ -70,7 +72,10 @@ ReplayResult Replayer::run(std::string policy_spec) {
   LiveTable live(trace_);
   Bytes requested = 0;
   Bytes allocated = 0;
-  const std::vector<std::optional<Block>> initial_blocks = policy_.adopt(trace_.initial);
+  result.start_state = options_.start_state;
+  const std::vector<std::optional<Block>> initial_blocks = options_.start_state == StartState::Cold
+                                                               ? policy_.allocate_initial(trace_.initial)
+                                                               : policy_.adopt(trace_.initial);
   for (size_t i = 0; i < trace_.initial.allocations.size(); ++i) {
     const InitialAllocation& a = trace_.initial.allocations[i];
     LiveAllocation& slot = live[a.id];
@@ -93,6 +98,8 @@ ReplayResult Replayer::run(std::string policy_spec) {
   m.peak_requested = requested;
   m.peak_allocated = allocated;
   Bytes best_reserved = device_.reserved();  // the highest reserved seen after an event
+  Bytes lowest_reserved = best_reserved;     // the least reserved seen so far
+  m.lowest_reserved_before_peak = lowest_reserved;
   m.allocated_at_peak_reserved = allocated;
   for (ReplayObserver* o : observers_) o->on_start(trace_, policy_);
 
@@ -152,8 +159,10 @@ ReplayResult Replayer::run(std::string policy_spec) {
     }
 
     const Bytes reserved = device_.reserved();
+    lowest_reserved = std::min(lowest_reserved, reserved);
     if (reserved > best_reserved) {
       best_reserved = reserved;
+      m.lowest_reserved_before_peak = lowest_reserved;
       m.allocated_at_peak_reserved = allocated;
       m.peak_reserved_event = static_cast<std::int64_t>(index);
     } else if (reserved == best_reserved && allocated > m.allocated_at_peak_reserved) {

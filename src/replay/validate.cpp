@@ -79,9 +79,13 @@ PreparedRun prepare(const Trace& input, Bytes available, bool gc_configured,
   // failed cache lookup: they are replayed after the request, where the policy's own flush has
   // already completed them.
   std::vector<std::pair<Event, std::uint64_t>> completions_after_request;
+  std::uint32_t inferred_tag = kNoString;  // interned on first use: no inference, no new string
   for (std::uint64_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
-    if (is_release(e.op) && (i == 0 || !is_release(events[i - 1].op))) {
+    // A burst right after an empty_cache event (recorded, or inferred when the trace was read) is
+    // that call's: nothing is left to infer.
+    if (is_release(e.op) && (i == 0 || !is_release(events[i - 1].op)) &&
+        (i == 0 || events[i - 1].op != Op::EmptyCache)) {
       std::uint64_t end = i;
       while (end < events.size() && is_release(events[end].op)) ++end;
       bool flush_in_malloc = false;  // a retry, or the flush before an OOM
@@ -94,6 +98,8 @@ PreparedRun prepare(const Trace& input, Bytes available, bool gc_configured,
       if (forced_flushes.count(i) > 0 || !(flush_in_malloc || collect_in_malloc)) {
         Event flush;
         flush.op = Op::EmptyCache;
+        if (inferred_tag == kNoString) inferred_tag = run.trace.intern(kInferredTag);
+        flush.tag = inferred_tag;
         push(flush, i, false);
         ++run.empty_cache_inferred;
       } else if (flush_in_malloc) {
@@ -336,10 +342,16 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
   return a;
 }
 
-}  // namespace
+// What a validation or an inference assumes about the run: the policy spec, the memory the
+// allocator could obtain and the GPU's capacity. Fills the report's recorded figures and notes.
+struct RunAssumptions {
+  std::string spec;
+  Bytes capacity = 0;
+  bool gc_configured = false;
+};
 
-ValidationReport validate_replay(const Trace& trace, const ValidateOptions& options) {
-  ValidationReport report;
+RunAssumptions assume(const Trace& trace, const ValidateOptions& options, ValidationReport& report) {
+  RunAssumptions run;
   std::string spec = options.policy_spec;
   if (spec.empty()) spec = "pytorch:" + trace.allocator_conf;
   if (!options.extra_options.empty()) {
@@ -387,29 +399,72 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   // The GPU's total memory is not in a snapshot. It sizes expandable segments' virtual ranges
   // (1.125 x capacity, cca-spec §7.1): assuming the obtainable bytes keeps simulated ranges no
   // larger than the recorded ones, so ranges the run reserved side by side do not collide.
-  const Bytes capacity = std::max(options.capacity.value_or(report.available_bytes), report.available_bytes);
-  const bool gc_configured = spec.find("garbage_collection_threshold") != std::string::npos;
+  run.capacity = std::max(options.capacity.value_or(report.available_bytes), report.available_bytes);
+  run.gc_configured = spec.find("garbage_collection_threshold") != std::string::npos;
   const bool fraction_configured = spec.find("per_process_memory_fraction") != std::string::npos;
-  if ((gc_configured || fraction_configured) && !options.capacity) {
+  if ((run.gc_configured || fraction_configured) && !options.capacity) {
     report.notes.push_back(
         "a memory fraction / garbage collection limit is a share of the GPU's total memory, which a snapshot does not "
         "record: pass --capacity for an exact replay (the obtainable bytes were assumed)");
   }
+  run.spec = std::move(spec);
+  return run;
+}
 
-  // A burst read as a flush inside a malloc that the simulation does not reproduce (the request
-  // was served from the cache instead) was an empty_cache() call: re-read it so and replay again.
+// Replays the prepared run, and while a burst read as a flush inside a malloc is not reproduced
+// as one (the simulation served the request from the cache instead), re-reads that burst as an
+// empty_cache() call and replays again.
+Attempt converge(const Trace& trace, const RunAssumptions& run, Bytes available) {
   std::set<std::uint64_t> forced_flushes;
-  Attempt a = attempt(trace, spec, capacity, report.available_bytes, gc_configured, forced_flushes);
+  Attempt a = attempt(trace, run.spec, run.capacity, available, run.gc_configured, forced_flushes);
   for (;;) {
     const std::optional<SegmentAction>& rec = a.first_segment_recorded;
     if (!rec || !is_release(rec->kind)) break;
     std::uint64_t burst = a.run.original_index[rec->event_index];
     while (burst > 0 && is_release(trace.events[burst - 1].op)) --burst;
     if (!forced_flushes.insert(burst).second) break;
-    Attempt retry = attempt(trace, spec, capacity, report.available_bytes, gc_configured, forced_flushes);
+    Attempt retry = attempt(trace, run.spec, run.capacity, available, run.gc_configured, forced_flushes);
     if (retry.counts.segment_events_matched <= a.counts.segment_events_matched) break;
     a = std::move(retry);
   }
+  return a;
+}
+
+bool has_release(const Trace& trace) {
+  return std::any_of(trace.events.begin(), trace.events.end(), [](const Event& e) { return is_release(e.op); });
+}
+
+std::uint64_t count_inferred(const Trace& trace) {
+  std::uint64_t n = 0;
+  for (const Event& e : trace.events) {
+    n += e.op == Op::EmptyCache && e.tag != kNoString && trace.string_at(e.tag) == kInferredTag;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::uint64_t infer_unrecorded_events(Trace& trace, const ValidateOptions& options) {
+  if (!has_release(trace)) return 0;  // only bursts of segment frees leave anything to infer
+  ValidationReport scratch;
+  const RunAssumptions assumed = assume(trace, options, scratch);
+  const Attempt a = converge(trace, assumed, scratch.available_bytes);
+  // The prepared run with the recorded oom entries in place of the requests validate injects for
+  // them: those stay observed events (a replay of another setting must not make the request).
+  std::vector<Event> events;
+  events.reserve(a.run.trace.events.size());
+  for (std::size_t k = 0; k < a.run.trace.events.size(); ++k) {
+    events.push_back(a.run.expect_oom[k] ? trace.events[a.run.original_index[k]] : a.run.trace.events[k]);
+  }
+  trace.events = std::move(events);
+  trace.strings = a.run.trace.strings;
+  return a.run.empty_cache_inferred;
+}
+
+ValidationReport validate_replay(const Trace& trace, const ValidateOptions& options) {
+  ValidationReport report;
+  const RunAssumptions assumed = assume(trace, options, report);
+  Attempt a = converge(trace, assumed, report.available_bytes);
   const PreparedRun& run = a.run;
   const Policy& policy = *a.policy;
   std::vector<Divergence>& divergences = a.divergences;
@@ -421,6 +476,7 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
                         &ValidationReport::retries_simulated, &ValidationReport::empty_cache_inferred}) {
     report.*field = a.counts.*field;
   }
+  report.empty_cache_inferred += count_inferred(trace);  // inferred when the trace was read
   report.peak_reserved_simulated = a.counts.peak_reserved_simulated;
   if (trace.events.empty()) {
     // State only: the one thing to check is that the rebuilt start state is the recorded one.

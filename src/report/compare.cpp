@@ -28,7 +28,7 @@ std::string compare_table(const TraceSummary& summary, const std::vector<ReplayR
                           const ReportOptions& options) {
   const std::string bound_name = "lower_bound (peak requested)";
   size_t width = bound_name.size();
-  for (const ReplayResult& r : runs) width = std::max(width, r.policy.size());
+  for (const ReplayResult& r : runs) width = std::max(width, row_name(r).size());
   std::string out = fmt::format("{:<{}}  {:>12}  {:>10}  {:>8}  {:>7}  {:>7}  {:>5}  {:>12}", "policy", width,
                                 "peak_resv", "over_bound", "frag@pk", "util", "retries", "ooms", "device_calls");
   if (options.include_timing) out += fmt::format("  {:>9}", "time_s");
@@ -36,7 +36,7 @@ std::string compare_table(const TraceSummary& summary, const std::vector<ReplayR
   out += fmt::format("{:<{}}  {:>12}  {:>10}\n", bound_name, width, format_bytes(summary.peak_requested), "-");
   for (const ReplayResult& r : runs) {
     const Metrics& m = r.metrics;
-    out += fmt::format("{:<{}}  {:>12}  {:>+9.1f}%  {:>8.4f}  {:>7.4f}  {:>7}  {:>5}  {:>12}", r.policy, width,
+    out += fmt::format("{:<{}}  {:>12}  {:>+9.1f}%  {:>8.4f}  {:>7.4f}  {:>7}  {:>5}  {:>12}", row_name(r), width,
                        format_bytes(m.peak_reserved), 100.0 * overhead_over(m.peak_reserved, summary.peak_requested),
                        m.fragmentation_at_peak, m.peak_utilization, m.num_alloc_retries, m.num_ooms,
                        m.num_device_alloc + m.num_device_free);

@@ -22,7 +22,9 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
       {"peak_reserved_event", m.peak_reserved_event},
       {"events_replayed", run.events_replayed},
       {"stopped_on_oom", run.stopped_on_oom},
+      {"start_state", start_state_name(run.start_state)},
   };
+  if (run.recorded_settings) j["recorded_settings"] = true;
   nlohmann::json ooms = nlohmann::json::array();
   for (const OomRecord& oom : run.ooms) {
     ooms.push_back({{"event", oom.event_index}, {"size", oom.size}, {"stream", oom.stream}, {"message", oom.message}});
@@ -54,6 +56,8 @@ nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, con
                 {"allocs", summary.allocs},
                 {"peak_requested_bytes", summary.peak_requested}};
   j["device"] = {{"kind", device.kind}, {"capacity_bytes", device.capacity}, {"external_bytes", device.external}};
+  // Every run of one command starts the same way; the top level says how (design.md "What-if").
+  if (!runs.empty()) j["start_state"] = start_state_name(runs.front().start_state);
   j["runs"] = nlohmann::json::array();
   for (const ReplayResult& run : runs) j["runs"].push_back(run_json(run, options));
   return j;

@@ -177,11 +177,12 @@ ReplayProfile ProfileRecorder::take(ReplayResult result) {
   return p;
 }
 
-ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceFactory& make_device) {
+ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceFactory& make_device,
+                             const ReplayOptions& options) {
   std::unique_ptr<Device> device = make_device();
   std::unique_ptr<Policy> policy = create_policy(spec, *device);
   ProfileRecorder recorder;
-  Replayer replayer(trace, *policy, *device);
+  Replayer replayer(trace, *policy, *device, options);
   replayer.add_observer(&recorder);
   ReplayResult result = replayer.run(spec);
   return recorder.take(std::move(result));

@@ -64,13 +64,14 @@ std::string percent_change(Bytes to, Bytes from) {
   return fmt::format("{:+.1f}%", (static_cast<double>(to) - static_cast<double>(from)) / static_cast<double>(from) * 100);
 }
 
-std::string best_lines(const SweepRow& best, const SweepRow* defaults) {
+// `baseline` is the recorded settings' run when the trace is a recorded one, else the defaults'.
+std::string best_lines(const SweepRow& best, const SweepRow* baseline, std::string_view baseline_name) {
   std::string out = fmt::format("best: {}\n  peak reserved {}", best.spec, format_bytes(best.metrics.peak_reserved));
-  if (defaults != nullptr && defaults != &best) {
-    out += fmt::format(" ({} bytes, {} / {} vs the defaults' {})", best.metrics.peak_reserved,
-                       signed_bytes(best.metrics.peak_reserved, defaults->metrics.peak_reserved),
-                       percent_change(best.metrics.peak_reserved, defaults->metrics.peak_reserved),
-                       format_bytes(defaults->metrics.peak_reserved));
+  if (baseline != nullptr && baseline != &best && row_key(*baseline) != row_key(best)) {
+    out += fmt::format(" ({} bytes, {} / {} vs {} {}; {} retries there)", best.metrics.peak_reserved,
+                       signed_bytes(best.metrics.peak_reserved, baseline->metrics.peak_reserved),
+                       percent_change(best.metrics.peak_reserved, baseline->metrics.peak_reserved), baseline_name,
+                       format_bytes(baseline->metrics.peak_reserved), baseline->metrics.num_alloc_retries);
   } else {
     out += fmt::format(" ({} bytes)", best.metrics.peak_reserved);
   }
@@ -85,14 +86,40 @@ std::string best_lines(const SweepRow& best, const SweepRow* defaults) {
 std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<std::string>& keys,
                           const SweepReportOptions& options) {
   const std::vector<SweepRow> ranked = rank_rows(rows);
-  // The defaults' row, for the "vs_dflt" column; when several rows are equivalent to the defaults
-  // (none and the default value both swept), the first in canonical order.
-  const SweepRow* defaults = nullptr;
-  for (const SweepRow& r : ranked) {
-    if (all_default(r, keys) && (defaults == nullptr || canonical_less(r, *defaults))) defaults = &r;
+  const auto context_it = options.traces.find(ranked.front().trace);
+  const SweepTraceContext* context = context_it == options.traces.end() ? nullptr : &context_it->second;
+  // The baseline of the "vs" column. On a recorded run it is the recorded settings (what the job
+  // did): a grid row of the same policy, or the extra run the sweep made of them. Otherwise the
+  // defaults' row; when several rows are equivalent to it (none and the default value both
+  // swept), the first in canonical order.
+  const SweepRow* baseline = nullptr;
+  bool recorded_baseline = false;
+  if (context != nullptr && !context->recorded_spec.empty()) {
+    for (const SweepRow& r : ranked) {
+      if (same_policy(r.spec, context->recorded_spec) && (baseline == nullptr || canonical_less(r, *baseline))) {
+        baseline = &r;
+      }
+    }
+    if (baseline == nullptr && context->recorded_run) baseline = &*context->recorded_run;
+    recorded_baseline = baseline != nullptr;
   }
-  std::string out = fmt::format("== {} on {}: {} settings ==\n", ranked.front().trace, ranked.front().device,
-                                ranked.size());
+  if (!recorded_baseline) {
+    for (const SweepRow& r : ranked) {
+      if (all_default(r, keys) && (baseline == nullptr || canonical_less(r, *baseline))) baseline = &r;
+    }
+  }
+  std::string out = fmt::format("== {} on {}: {} settings{} ==\n", ranked.front().trace, ranked.front().device,
+                                ranked.size(),
+                                context != nullptr && !context->start_state.empty()
+                                    ? fmt::format(", start state {}", context->start_state)
+                                    : std::string());
+  if (recorded_baseline) {
+    const bool grid_point = !context->recorded_run || baseline != &*context->recorded_run;
+    out += fmt::format("recorded settings: {}{}: peak reserved {}, {} retries, {} device calls{}\n",
+                       context->recorded_spec, grid_point ? " (a grid point, marked *)" : "",
+                       format_bytes(baseline->metrics.peak_reserved), baseline->metrics.num_alloc_retries,
+                       baseline->device_calls(), baseline->metrics.num_ooms > 0 ? ", OUT OF MEMORY" : "");
+  }
 
   // The table, by peak reserved.
   std::vector<size_t> widths;
@@ -103,15 +130,16 @@ std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<s
   }
   out += fmt::format("{:>4}", "rank");
   for (size_t k = 0; k < keys.size(); ++k) out += fmt::format("  {:<{}}", keys[k], widths[k]);
-  out += fmt::format("  {:>12}  {:>8}  {:>8}  {:>7}  {:>5}  {:>9}\n", "peak_resv", "vs_dflt", "frag@pk", "retries",
-                     "ooms", "dev_calls");
+  out += fmt::format("  {:>12}  {:>8}  {:>8}  {:>7}  {:>5}  {:>9}\n", "peak_resv",
+                     recorded_baseline ? "vs_rec" : "vs_dflt", "frag@pk", "retries", "ooms", "dev_calls");
   const size_t shown = options.top == 0 ? ranked.size() : std::min(options.top, ranked.size());
   for (size_t i = 0; i < shown; ++i) {
     const SweepRow& r = ranked[i];
-    out += fmt::format("{:>4}", i + 1);
+    const bool is_baseline = recorded_baseline && baseline == &r;
+    out += fmt::format("{:>4}", fmt::format("{}{}", is_baseline ? "*" : "", i + 1));
     for (size_t k = 0; k < keys.size(); ++k) out += fmt::format("  {:<{}}", r.knobs[k] ? *r.knobs[k] : "none", widths[k]);
     out += fmt::format("  {:>12}  {:>8}  {:>8.4f}  {:>7}  {:>5}  {:>9}\n", format_bytes(r.metrics.peak_reserved),
-                       defaults ? percent_change(r.metrics.peak_reserved, defaults->metrics.peak_reserved) : "-",
+                       baseline ? percent_change(r.metrics.peak_reserved, baseline->metrics.peak_reserved) : "-",
                        r.metrics.fragmentation_at_peak, r.metrics.num_alloc_retries, r.metrics.num_ooms,
                        r.device_calls());
   }
@@ -137,7 +165,7 @@ std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<s
   if (ranked.front().metrics.num_ooms > 0) {
     out += "best: none - every setting ran out of memory on this device (try a larger --device or other values)\n";
   } else {
-    out += best_lines(ranked.front(), defaults);
+    out += best_lines(ranked.front(), baseline, recorded_baseline ? "the recorded settings'" : "the defaults'");
   }
   return out;
 }

@@ -31,7 +31,9 @@ void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options
         const SweepJob& job = jobs[i];
         std::unique_ptr<Device> device = options.make_device();
         std::unique_ptr<Policy> policy = create_policy(job.spec, *device);
-        Replayer replayer(*job.trace, *policy, *device, options.replay);
+        ReplayOptions replay = options.replay;
+        replay.start_state = job.start_state;
+        Replayer replayer(*job.trace, *policy, *device, replay);
         const ReplayResult result = replayer.run(job.spec);
         std::lock_guard lock(mutex);
         if (!error) on_done(i, result);

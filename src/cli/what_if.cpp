@@ -1,0 +1,82 @@
+// The what-if rule every command follows (design.md "What-if semantics"): a snapshot records one
+// run under one allocator setting, so its recorded start state is faithful only for that
+// setting. Any other setting or policy starts cold, every row of one table starts the same way,
+// and the recorded settings are a row of their own.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/common.hpp"
+#include "fraglab/policy.hpp"
+#include "fraglab/validate.hpp"
+
+namespace fraglab::cli {
+
+std::optional<std::string> recorded_spec(const Trace& trace) {
+  if (!trace.allocator_conf_known && trace.source != "pytorch-snapshot") return std::nullopt;
+  // A snapshot without allocator_settings (older PyTorch) ran with the defaults as far as anyone
+  // can tell; validate assumes the same.
+  return trace.allocator_conf.empty() ? std::string("pytorch") : "pytorch:" + trace.allocator_conf;
+}
+
+StartState choose_start_state(const std::string& option, const Trace& trace, const std::vector<std::string>& specs) {
+  if (option == "recorded") return StartState::Recorded;
+  if (option == "cold") return StartState::Cold;
+  if (option != "auto") {
+    throw InputError(fmt::format("--start-state '{}': expected recorded, cold or auto", option));
+  }
+  if (trace.initial.empty()) return StartState::Recorded;  // nothing before the trace: both are the same
+  const std::optional<std::string> recorded = recorded_spec(trace);
+  const bool all_recorded =
+      recorded && !specs.empty() &&
+      std::all_of(specs.begin(), specs.end(), [&](const std::string& s) { return same_policy(s, *recorded); });
+  return all_recorded ? StartState::Recorded : StartState::Cold;
+}
+
+void check_start_state_option(const std::string& option) {
+  if (option != "recorded" && option != "cold" && option != "auto") {
+    throw InputError(fmt::format("--start-state '{}': expected recorded, cold or auto", option));
+  }
+}
+
+std::string start_state_header(const Trace& trace, StartState state) {
+  if (trace.initial.empty()) return "start state empty";
+  return fmt::format("start state {} ({} allocations, {} reserved before the trace began)", start_state_name(state),
+                     trace.initial.allocations.size(), format_bytes(trace.initial.reserved_bytes()));
+}
+
+void mark_recorded_settings(const Trace& trace, std::vector<ReplayResult>& runs) {
+  const std::optional<std::string> recorded = recorded_spec(trace);
+  if (!recorded) return;
+  for (ReplayResult& r : runs) r.recorded_settings = same_policy(r.policy, *recorded);
+}
+
+void warn_about_start(const Trace& trace, const std::vector<ReplayResult>& runs) {
+  for (const ReplayResult& r : runs) {
+    const Metrics& m = r.metrics;
+    if (r.start_state != StartState::Recorded || m.reserved_at_start == 0 || m.peak_reserved == 0) continue;
+    // Start-state bytes still held at the peak: at least the lowest reserved on the way there.
+    const Bytes held = std::min(m.reserved_at_start, m.lowest_reserved_before_peak);
+    const bool peak_at_start = m.peak_reserved_event < 0;
+    if (!peak_at_start && 2 * held <= m.peak_reserved) continue;
+    std::cerr << fmt::format(
+        "warning: {}: {} of its peak reserved {} was reserved before the trace of '{}' began{}: the recorded start "
+        "state sets this result (--start-state cold compares from an empty device)\n",
+        r.policy, format_bytes(held), format_bytes(m.peak_reserved), trace.name,
+        peak_at_start ? " (the peak is reached at the start)" : " and held until the peak");
+  }
+}
+
+Trace load_trace(const std::string& path, const TraceReadOptions& options) {
+  Trace trace = read_trace(path, options);
+  infer_unrecorded_events(trace);
+  return trace;
+}
+
+std::vector<std::pair<int, Trace>> load_trace_devices(const std::string& path) {
+  std::vector<std::pair<int, Trace>> traces = read_trace_devices(path);
+  for (auto& [device, trace] : traces) infer_unrecorded_events(trace);
+  return traces;
+}
+
+}  // namespace fraglab::cli
