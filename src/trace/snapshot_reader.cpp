@@ -276,6 +276,7 @@ class SnapshotReader {
 };
 
 std::string file_stem(std::string_view origin) {
+  if (origin == kStdinOrigin) return "stdin";  // read_trace("-") (trace_io.hpp)
   std::size_t slash = origin.find_last_of("/\\");
   std::string_view base = slash == std::string_view::npos ? origin : origin.substr(slash + 1);
   // read_trace() hands decompressed .gz files over under their own name: drop that layer too.
@@ -360,8 +361,8 @@ void SnapshotReader::choose_device(const Value& root) {
   if (options_.device_index >= 0) {
     device_ = static_cast<std::size_t>(options_.device_index);
     if (!with_data.count(device_))
-      fail(top, fmt::format("device {} has no trace entries and no segments (devices with data: "
-                            "{})",
+      fail(top, fmt::format("device {} has no trace entries and no segments (expected "
+                            "--device-index to name a device with data: {})",
                             device_, list_devices()));
   } else {
     if (with_data.empty()) fail(top, "no device has trace entries or segments");
