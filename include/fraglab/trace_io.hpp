@@ -18,8 +18,16 @@ struct TraceReadOptions {
   int device_index = -1;
 };
 
-// Any supported file: a pickle (first byte 0x80), gzip (1f 8b, decompressed then sniffed again)
-// or JSONL. Throws InputError naming the file (and line / event) on bad input.
+// The path that means standard input, and the name messages give it. A trace read from stdin
+// is named "stdin" unless its own header names it.
+inline constexpr std::string_view kStdinPath = "-";
+inline constexpr std::string_view kStdinOrigin = "<stdin>";
+
+// Any supported file, or standard input for "-": a pickle (first byte 0x80), gzip (1f 8b,
+// decompressed then sniffed again) or JSONL. Throws InputError naming the file (and line / event)
+// on bad input, including input that is no trace at all (a directory, an empty file, a zip
+// archive, JSON that is not JSONL, binary data): one line saying what it looks like and what
+// was expected.
 Trace read_trace(const std::string& path, const TraceReadOptions& options = {});
 
 // Native JSONL (design.md "Native trace"). `origin` names the input in error messages.
@@ -36,7 +44,8 @@ std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes
 // The same for any trace file: a JSONL trace (or a snapshot of one device) gives one entry.
 std::vector<std::pair<int, Trace>> read_trace_devices(const std::string& path);
 
-// Whole file into memory; gzip input is decompressed. Throws InputError if unreadable.
+// Whole file ("-": standard input) into memory; gzip input is decompressed. Throws InputError
+// naming the file if it is a directory, unreadable, or a stream too large for memory.
 std::string read_file_bytes(const std::string& path);
 
 }  // namespace fraglab

@@ -238,6 +238,9 @@ class SnapshotReader {
   }
 
   // ---- steps -------------------------------------------------------------------------------
+  void check_root(const Value& root) const;
+  const Value& segments_of(const Value& root) const;
+  const Value* device_traces_of(const Value& root) const;
   void choose_device(const Value& root);
  public:
   // Devices with trace entries or segments (checks the top-level layout on the way).
@@ -273,6 +276,7 @@ class SnapshotReader {
 };
 
 std::string file_stem(std::string_view origin) {
+  if (origin == kStdinOrigin) return "stdin";  // read_trace("-") (trace_io.hpp)
   std::size_t slash = origin.find_last_of("/\\");
   std::string_view base = slash == std::string_view::npos ? origin : origin.substr(slash + 1);
   // read_trace() hands decompressed .gz files over under their own name: drop that layer too.
@@ -282,19 +286,48 @@ std::string file_stem(std::string_view origin) {
   return std::string(base);
 }
 
+// ---- top-level layouts (cca-spec §11.2) --------------------------------------------------------
+
+// PyTorch 1.13's torch.cuda.memory_snapshot() returns the bare list of segments (people pickle
+// that list too); _snapshot() / _dump_snapshot() give a dict with `segments` and `device_traces`.
+void SnapshotReader::check_root(const Value& root) const {
+  if (!root.is_dict() && !root.is_sequence())
+    fail(Loc{Loc::Snapshot},
+         fmt::format("expected a dict with 'segments' and 'device_traces' (as "
+                     "torch.cuda.memory._snapshot() gives) or a list of segments (as 1.13's "
+                     "memory_snapshot() gives) at the top, got {}",
+                     pickle::kind_name(root.kind)));
+}
+
+const Value& SnapshotReader::segments_of(const Value& root) const {
+  if (root.is_sequence()) return root;
+  const Loc top{Loc::Snapshot};
+  const Value& segments = field(root, "segments", top);
+  if (!segments.is_sequence()) fail_type(top, "segments", "a list", segments);
+  return segments;
+}
+
+// The per-device trace lists; null for a bare list of segments (a state-only dump).
+const Value* SnapshotReader::device_traces_of(const Value& root) const {
+  check_root(root);
+  if (root.is_sequence()) return nullptr;
+  const Loc top{Loc::Snapshot};
+  const Value& traces = field(root, "device_traces", top);
+  if (!traces.is_sequence()) fail_type(top, "device_traces", "a list", traces);
+  return &traces;
+}
+
 // ---- device choice ---------------------------------------------------------------------------
 
 // Snapshots hold every device; a Trace is one. A device "has data" when it has trace entries or
 // segments; -1 picks the only such device (design.md, trace_io.hpp TraceReadOptions).
 std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) const {
   const Loc top{Loc::Snapshot};
-  const Value& traces = field(root, "device_traces", top);
-  if (!traces.is_sequence()) fail_type(top, "device_traces", "a list", traces);
-  const Value& segments = field(root, "segments", top);
-  if (!segments.is_sequence()) fail_type(top, "segments", "a list", segments);
+  const Value* traces = device_traces_of(root);
+  const Value& segments = segments_of(root);
 
   std::set<std::uint64_t> with_data;
-  auto device_lists = traces.items();
+  auto device_lists = traces ? traces->items() : std::span<const Value>();
   for (std::size_t d = 0; d < device_lists.size(); ++d) {
     const Value& list = device_lists[d];
     if (list.is_none()) continue;
@@ -317,8 +350,9 @@ std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) con
 void SnapshotReader::choose_device(const Value& root) {
   const Loc top{Loc::Snapshot};
   const std::set<std::uint64_t> with_data = devices_with_data(root);
-  auto device_lists = field(root, "device_traces", top).items();
-  const Value& segments = field(root, "segments", top);
+  const Value* traces = device_traces_of(root);
+  auto device_lists = traces ? traces->items() : std::span<const Value>();
+  const Value& segments = segments_of(root);
   auto list_devices = [&] {
     std::string s;
     for (std::uint64_t d : with_data) s += (s.empty() ? "" : ", ") + std::to_string(d);
@@ -327,8 +361,8 @@ void SnapshotReader::choose_device(const Value& root) {
   if (options_.device_index >= 0) {
     device_ = static_cast<std::size_t>(options_.device_index);
     if (!with_data.count(device_))
-      fail(top, fmt::format("device {} has no trace entries and no segments (devices with data: "
-                            "{})",
+      fail(top, fmt::format("device {} has no trace entries and no segments (expected "
+                            "--device-index to name a device with data: {})",
                             device_, list_devices()));
   } else {
     if (with_data.empty()) fail(top, "no device has trace entries or segments");
@@ -567,11 +601,30 @@ void SnapshotReader::add_block_allocations() {
   DictLayout<kBlockKeys.size()>& keys = block_layout_;
   for (const SnapshotSegment& seg : segments_) {
     auto blocks = seg.blocks->items();
+    const Addr seg_end = seg.addr + seg.size;  // plausible_range() held in collect_segments
+    Addr next = seg.addr;  // where the next block starts: blocks are listed in address order
+    bool derived = false;  // some block had no 'address' and was placed at `next`
     for (std::size_t b = 0; b < blocks.size(); ++b) {
       const Value& block = blocks[b];
       const Loc where{Loc::Block, seg.index, b};
       if (!block.is_dict()) fail(where, "expected a dict");
       keys.look_at(block);
+      // 2.0-era blocks have no 'address' (§11.4 "running sum from segment address"): each block
+      // starts where the one before it ends, so the blocks must tile the segment exactly.
+      const Bytes size = u64_field(keys, block, kBlockSize, where);
+      Addr addr = next;
+      if (const Value* a = keys.get(block, kBlockAddress)) {
+        addr = as_u64(*a, "address", where);
+      } else {
+        derived = true;
+        if (size == 0 || addr > seg_end || size > seg_end - addr)
+          fail(where, fmt::format("no 'address', and its {} bytes from 0x{:x} (where the blocks "
+                                  "before it end) do not fit in its segment, which ends at "
+                                  "0x{:x} (expected blocks in address order that tile the "
+                                  "segment)",
+                                  size, addr, seg_end));
+      }
+      next = plausible_range(addr, size) ? addr + size : ~Addr{0};
       const Value& state = field(keys, block, kBlockState, where);
       if (!state.is_str()) fail_type(where, "state", "a str", state);
       bool pending;
@@ -584,7 +637,6 @@ void SnapshotReader::add_block_allocations() {
         fail(where, fmt::format("unknown block state '{}' (expected active_allocated, "
                                 "active_pending_free or inactive)",
                                 state.str().substr(0, 40)));
-      Addr addr = u64_field(keys, block, kBlockAddress, where);
       const AddressTable::Slot* seen = addresses_.find(addr);
       if (seen && seen->live) continue;  // allocated (or freed-pending) in the trace
       if (seen)
@@ -593,7 +645,7 @@ void SnapshotReader::add_block_allocations() {
                                 addr, state.str()));
       InitialAllocation a;
       a.addr = addr;
-      a.block_size = u64_field(keys, block, kBlockSize, where);
+      a.block_size = size;
       a.stream = seg.stream;
       a.free_requested = pending;
       if (const Value* r = keys.get(block, kBlockRequested)) {
@@ -611,6 +663,12 @@ void SnapshotReader::add_block_allocations() {
       }
       initial_.push_back(a);
     }
+    if (derived && next != seg_end)
+      fail(Loc{Loc::Segment, seg.index},
+           fmt::format("its blocks have no 'address' and do not tile it: they cover {} of its "
+                       "total_size {} bytes (expected blocks in address order whose sizes add "
+                       "up to total_size)",
+                       next - seg.addr, seg.size));
   }
 }
 
@@ -853,9 +911,7 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
 }
 
 Trace SnapshotReader::read(const Value& root) {
-  if (!root.is_dict())
-    fail(Loc{Loc::Snapshot}, fmt::format("expected a dict at the top, got {}",
-                                 pickle::kind_name(root.kind)));
+  check_root(root);
   Trace trace;
   trace.name = file_stem(origin_);
   trace.source = "pytorch-snapshot";

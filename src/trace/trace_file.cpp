@@ -1,22 +1,35 @@
-// Trace files: reading whole files (gzip transparently inflated), picking the reader from the
-// first bytes, and writing JSONL files (gzip-compressed when the name ends in ".gz").
+// Trace files: reading whole files or standard input ("-"; gzip transparently inflated),
+// refusing what is no trace, picking the reader from the first bytes, and writing JSONL files
+// (gzip-compressed when the name ends in ".gz").
 //
 // Invariants:
 //  - read_file_bytes() returns the decompressed content or throws InputError naming the path; a
 //    gzip stream that is truncated or corrupt is an error, never a silently shorter trace;
 //  - concatenated gzip members (what `cat a.gz b.gz` gives) are read as one stream, as gzip does;
+//  - no input ends in anything but an InputError: a directory, a stream that never ends, one too
+//    large for memory, a ".gz" that is not gzip, and (for traces) bytes that cannot start a trace
+//    are each refused in one line naming the input (input_sniff.hpp says what they look like);
+//  - regular files are read in one piece of their size (the fast path); only streams (pipes,
+//    FIFOs, devices, stdin) are read in growing pieces and sniffed after their first bytes;
 //  - the gzip we write has no timestamp or file name in its header, so the same trace gives the
 //    same bytes.
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <streambuf>
 
 #include "fraglab/trace_io.hpp"
+#include "trace/input_sniff.hpp"
 
 namespace fraglab {
 
@@ -136,56 +149,152 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// "runs/step3.jsonl.gz" -> "step3": the default trace name (trace.hpp).
-std::string file_stem(const std::string& path) {
+// "runs/step3.jsonl.gz" -> "step3": the default trace name (trace.hpp); "stdin" for "-".
+std::string trace_name(const std::string& path) {
+  if (path == kStdinPath) return "stdin";
   std::filesystem::path p(path);
   if (p.extension() == ".gz") p = p.stem();
   return p.stem().string();
 }
 
-}  // namespace
+std::string origin_of(const std::string& path) {
+  return path == kStdinPath ? std::string(kStdinOrigin) : path;
+}
 
-std::string read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+// 0x80 is the PROTO opcode that starts every pickle of protocol 2 or later (snapshots are 2, 4
+// or 5, cca-spec §11.1); JSONL starts with '{' or whitespace.
+bool is_pickle(std::string_view bytes) {
+  return !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80;
+}
+
+// Streams (pipes, FIFOs, character devices) have no size to trust: read them in pieces, up to
+// this much (far beyond any trace; an endless stream of plausible text stops here).
+constexpr std::size_t kMaxStreamBytes = std::size_t{64} << 30;
+constexpr std::size_t kStreamChunk = std::size_t{1} << 20;
+
+// Standard input can be read once; a second "-" in the same run would see it empty.
+std::atomic<bool> stdin_taken{false};
+
+[[noreturn]] void not_a_trace_error(const std::string& origin, const std::string& what,
+                                    bool gzipped) {
+  throw InputError(fmt::format("{}: {}{}", origin, gzipped ? "after gzip decompression, " : "",
+                               what));
+}
+
+// Every byte of an open descriptor. `regular`: its size is `size` (read in one piece, then to
+// the end in case it grew); otherwise a stream, capped at kMaxStreamBytes and, for a trace,
+// refused as soon as its first bytes cannot start one (detail::not_a_trace_start).
+std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t size,
+                    bool as_trace) {
   std::string bytes;
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size > 0) {  // a regular file: read it in one go
-    bytes.resize(static_cast<std::size_t>(size));
-    in.seekg(0);
-    in.read(bytes.data(), size);
-    if (in.gcount() != size) throw InputError(fmt::format("{}: read error", path));
-  } else {  // a pipe or special file: read until the end
-    in.clear();
-    in.seekg(0);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::size_t len = 0;
+  bool sniffed = regular || !as_trace;
+  try {
+    bytes.resize(regular ? size + 1 : kStreamChunk);  // +1: the read that sees the end
+    for (;;) {
+      if (len == bytes.size()) {
+        if (!regular && len >= kMaxStreamBytes)
+          throw InputError(fmt::format("{}: stopped after {} bytes of a stream that does not "
+                                       "end; expected a trace file",
+                                       origin, len));
+        bytes.resize(std::min(len * 2, kMaxStreamBytes));
+      }
+      ssize_t n = ::read(fd, bytes.data() + len, bytes.size() - len);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw InputError(fmt::format("{}: cannot read: {}", origin, std::strerror(errno)));
+      }
+      if (n == 0) break;
+      len += static_cast<std::size_t>(n);
+      if (!sniffed && len >= detail::kSniffBytes) {
+        sniffed = true;
+        if (auto what = detail::not_a_trace_start(std::string_view(bytes).substr(0, len)))
+          not_a_trace_error(origin, *what, false);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    throw InputError(fmt::format("{}: too large to hold in memory ({} bytes read)", origin, len));
   }
-  if (is_gzip(bytes)) return gunzip(bytes, path);
+  bytes.resize(len);
   return bytes;
 }
 
+// The bytes of `path` ("-": stdin), gzip inflated; as_trace: refused with a one-line "looks
+// like ..." message when they cannot be a trace (input_sniff.hpp).
+std::string read_input(const std::string& path, bool as_trace) {
+  const std::string origin = origin_of(path);
+  const bool from_stdin = path == kStdinPath;
+  int fd = STDIN_FILENO;
+  if (from_stdin) {
+    if (stdin_taken.exchange(true))
+      throw InputError(fmt::format("{}: already read for an earlier '-' (standard input can be "
+                                   "given once)",
+                                   origin));
+    if (::isatty(fd))
+      throw InputError(fmt::format("{}: is a terminal; expected a trace piped or redirected in "
+                                   "(e.g. fraglab inspect - < trace.jsonl)",
+                                   origin));
+  } else {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", origin, std::strerror(errno)));
+  }
+  struct FdCloser {
+    int fd;
+    bool owned;
+    ~FdCloser() {
+      if (owned) ::close(fd);
+    }
+  } closer{fd, !from_stdin};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw InputError(fmt::format("{}: cannot read: {}", origin, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    throw InputError(fmt::format("{}: is a directory; {}", origin,
+                                 as_trace ? detail::kExpectedTrace : "expected a file"));
+  const bool regular = S_ISREG(st.st_mode);
+  std::string bytes = read_fd(fd, origin, regular, regular ? static_cast<std::size_t>(st.st_size) : 0,
+                              as_trace);
+  const bool gzipped = is_gzip(bytes);
+  if (!gzipped && !from_stdin && ends_with(path, ".gz") && !bytes.empty())
+    throw InputError(fmt::format("{}: is named .gz but is not gzip data (it starts with {}); "
+                                 "expected a gzip stream (starting 1f 8b)",
+                                 origin, detail::hex_prefix(bytes)));
+  if (gzipped) {
+    try {
+      bytes = gunzip(bytes, origin);
+    } catch (const std::bad_alloc&) {
+      throw InputError(fmt::format("{}: decompressed, too large to hold in memory", origin));
+    }
+  }
+  if (as_trace) {
+    if (auto what = detail::not_a_trace(bytes)) not_a_trace_error(origin, *what, gzipped);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string read_file_bytes(const std::string& path) { return read_input(path, false); }
+
 Trace read_trace(const std::string& path, const TraceReadOptions& options) {
-  std::string bytes = read_file_bytes(path);
-  // 0x80 is the PROTO opcode that starts every pickle of protocol 2 or later; JSONL starts with
-  // '{' or whitespace.
-  Trace trace = !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80
-                    ? parse_snapshot(bytes, path, options)
-                    : parse_jsonl(bytes, path);
-  if (trace.name.empty()) trace.name = file_stem(path);
+  const std::string origin = origin_of(path);
+  std::string bytes = read_input(path, true);
+  Trace trace = is_pickle(bytes) ? parse_snapshot(bytes, origin, options) : parse_jsonl(bytes, origin);
+  if (trace.name.empty()) trace.name = trace_name(path);
   return trace;
 }
 
 std::vector<std::pair<int, Trace>> read_trace_devices(const std::string& path) {
-  std::string bytes = read_file_bytes(path);
+  const std::string origin = origin_of(path);
+  std::string bytes = read_input(path, true);
   std::vector<std::pair<int, Trace>> traces;
-  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
-    traces = parse_snapshot_devices(bytes, path);
+  if (is_pickle(bytes)) {
+    traces = parse_snapshot_devices(bytes, origin);
   } else {
-    traces.emplace_back(0, parse_jsonl(bytes, path));
+    traces.emplace_back(0, parse_jsonl(bytes, origin));
   }
   for (auto& [device, trace] : traces) {
-    if (trace.name.empty()) trace.name = file_stem(path);
+    if (trace.name.empty()) trace.name = trace_name(path);
   }
   return traces;
 }
