@@ -35,7 +35,9 @@ int cmd_gen(int argc, char** argv) {
   std::uint64_t reduce_bucket = 0, prefetch_bucket = 0, persistence = 0;
   model_opts.add_options()
       ("model", po::value(&model)->required(),
-       "gpt2-xl, t5-3b, llama2-7b, llama3-8b, or a model .json file (see traces/models/)")
+       fmt::format("{}, a model .json file (see traces/models/) or a Hugging Face config.json",
+                   fmt::join(builtin_model_names(), ", "))
+           .c_str())
       ("framework", po::value(&framework)->default_value(framework), "fsdp1, fsdp2, zero1, zero2, zero3")
       ("world-size", po::value(&o.world_size)->default_value(o.world_size), "data-parallel (sharding) world size N")
       ("rank", po::value(&o.rank)->default_value(o.rank), "the rank to emit (ranks differ under dynamic padding)")
@@ -103,12 +105,15 @@ int cmd_gen(int argc, char** argv) {
   po::positional_options_description positional;
   po::variables_map vm;
   const std::string usage =
-      "usage: fraglab gen --model M --framework F --world-size N --micro-batch B --steps S\n"
-      "                   [--seq-len L | --src-len L --tgt-len L] [--precision bf16|fp32]\n"
-      "                   [--recompute|--no-recompute] [--seed X] -o TRACE.jsonl\n"
+      "usage: fraglab gen --model M --micro-batch B --steps S -o TRACE.jsonl [--overwrite]\n"
+      "                   [--framework F] [--world-size N] [--seq-len L | --src-len L --tgt-len L]\n"
+      "                   [--precision bf16|fp32] [--recompute|--no-recompute] [--seed X]\n"
+
       "Writes the allocation stream of one rank for S training steps of a transformer under sharded\n"
       "data parallelism (workload-model.md): tags param/grad/act/opt/comm/temp, marks step/phase,\n"
-      "side-stream allocations and record_stream frees as free_requested/free_completed.";
+      "side-stream allocations and record_stream frees as free_requested/free_completed.\n"
+      "Every option not given has a default that works for every model (a choice that depends on the\n"
+      "model is printed). M: a built-in name, a model .json file or a Hugging Face config.json.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
   refuse_overwrite(output, vm.count("overwrite") > 0);
 
