@@ -164,6 +164,12 @@ void check_options(const WorkloadOptions& options);
 // temp. Passes validate_trace().
 Trace generate_trace(const WorkloadOptions& options);
 
+// The attention implementation a model family gets when --attention is not given: the only one
+// modelled for t5 (eager) and llama (sdpa); eager for gpt2, whose traces keep that default.
+AttentionImpl default_attention(ModelFamily family);
+// Why: "the only one modelled for llama", for the note the command line prints.
+std::string_view default_attention_reason(ModelFamily family);
+
 // One-line description of the options (the trace's `source`).
 std::string describe_options(const WorkloadOptions& options);
 

@@ -121,8 +121,13 @@ class Parser {
   std::size_t mib_limit() const { return kUnlimited / MiB; }
 
   // -- token access with the version's error behaviour --
-  void check_index(std::size_t i) const {
-    if (i >= t_.size()) fail("Index out of bounds in ConfigTokenizer");
+  // 2.9+ ConfigTokenizer stops with "Index out of bounds" when the config ends early; say which
+  // key was being read and what it expected, keeping PyTorch's words at the end.
+  void check_index(std::size_t i, std::string_view expected) const {
+    if (i >= t_.size()) {
+      fail(fmt::format("{}: the config ends where {} was expected (PyTorch: Index out of bounds in ConfigTokenizer)",
+                       key_, expected));
+    }
   }
   void expect(std::size_t i, char c) const {
     if (strict()) {
@@ -130,14 +135,14 @@ class Parser {
         fail(fmt::format("Error parsing CachingAllocator settings, expected {}", c));
       }
     } else {
-      check_index(i);  // 2.9+: the comparison result is ignored (§10.1)
+      check_index(i, fmt::format("'{}'", c));  // 2.9+: the comparison result is ignored (§10.1)
     }
   }
   const std::string& value_at(std::size_t i, std::string_view missing) const {
     if (strict()) {
       if (i >= t_.size()) fail(missing);
     } else {
-      check_index(i);
+      check_index(i, "a value");
     }
     return t_[i];
   }
@@ -148,7 +153,7 @@ class Parser {
       }
       return t_[i] == "True";
     }
-    check_index(i);
+    check_index(i, "True or False");
     if (t_[i] == "True") return true;
     if (t_[i] == "False") return false;
     fail(fmt::format("Expected 'True' or 'False' at index {} in ConfigTokenizer but got '{}'", i, t_[i]));
@@ -157,7 +162,7 @@ class Parser {
   // ConfigTokenizer::skipKey: past ':' and the value (a whole [...] list).
   std::size_t skip_key(std::size_t i) const {
     expect(++i, ':');
-    check_index(++i);
+    check_index(++i, "a value");
     if (t_[i] != "[") return i;
     while (++i < t_.size() && t_[i] != "]") {
     }
@@ -251,11 +256,17 @@ class Parser {
       set_scalar_divisions(first);
       return i;
     }
+    check_list(i);
     DivisionTable& table = c_.rounding.divisions;
     bool first_value = true;
     std::size_t last_index = 0;
     while (++i < t_.size() && t_[i] != "]") {
       const std::string boundary = t_[i];
+      if (i + 2 >= t_.size() || t_[i + 1] == "]" || t_[i + 2] == "]" || boundary == ",") {
+        fail(fmt::format("{}: list entry '{}' has no value (expected SIZE_MB:DIVISIONS or >:DIVISIONS, "
+                         "e.g. [256:1,512:2,>:4])",
+                         key, boundary));
+      }
       expect(++i, ':');
       const Bytes value =
           parse_unsigned(value_at(++i, "Error parsing roundup_power2_divisions value"), key, int_width());
@@ -283,6 +294,24 @@ class Parser {
     return i;
   }
 
+  // A roundup_power2_divisions list starting at token `open` ('['): it must close before the
+  // config ends (PyTorch: an out-of-bounds read or "expected ,"); an empty one sets nothing.
+  void check_list(std::size_t open) {
+    std::size_t close = open + 1;
+    while (close < t_.size() && t_[close] != "]") ++close;
+    if (close >= t_.size()) {
+      std::string list;
+      for (std::size_t k = open; k < t_.size(); ++k) list += t_[k];
+      fail(fmt::format("roundup_power2_divisions: the list '{}' has no closing ']' (expected "
+                       "[SIZE_MB:DIVISIONS,...,>:DIVISIONS], e.g. [256:1,512:2,>:4])",
+                       list));
+    }
+    if (close == open + 1) {
+      c_.notes.emplace_back(
+          "roundup_power2_divisions:[] is an empty list: every size keeps the default rounding (PyTorch accepts it)");
+    }
+  }
+
   // ---- 2.0-2.8: one strict pass over the tokens ----
   void run_lexer(std::string_view text) {
     t_ = lex(text, /*drop_all_whitespace=*/false);
@@ -301,6 +330,7 @@ class Parser {
       for (std::size_t i = 0; i < t_.size(); ++i) {
         if (t_[i] != "large_segment_size_mb") continue;
         expect(++i, ':');
+        key_ = "large_segment_size_mb";
         const Bytes mb = parse_unsigned(value_at(++i, ""), "large_segment_size_mb", IntWidth::UInt64);
         if (mb <= kMinLargeAlloc / MiB) fail("CachingAllocator option large_segment_size_mb must be > 10 MB");
         c_.large_segment_size = std::min<Bytes>(mb, mib_limit()) * MiB;
@@ -326,6 +356,7 @@ class Parser {
   // Handles the key at index i; returns the index of its last token. pass 0 = everything
   // (2.0-2.8), 1 = device-independent keys only, 2 = CUDA keys only (2.9+).
   std::size_t handle_key(std::size_t i, const std::string& key, int pass) {
+    key_ = key;
     if (pass != 0) {
       const bool accelerator = is_accelerator_key(key, v_);
       if ((pass == 1) != accelerator) {
@@ -420,6 +451,7 @@ class Parser {
   Config& c_;
   Version v_;
   std::vector<std::string> t_;
+  std::string key_;  // the option being read, for the messages of check_index
 };
 
 // Takes `version:V` out of the option string (comma-separated, outside brackets) and returns it;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/output_guard.hpp"
 
 namespace fraglab::cli {
 
@@ -13,13 +14,15 @@ int cmd_convert(int argc, char** argv) {
   options.add_options()
       ("trace", po::value(&trace_path)->required(), "input: a PyTorch snapshot pickle or fraglab JSONL")
       ("output,o", po::value(&out_path)->required(), "output JSONL file (.gz to compress, - for stdout)")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)");
+      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
+      ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, "usage: fraglab convert TRACE -o OUT.jsonl[.gz]", options, positional, vm)) {
     return 0;
   }
+  refuse_overwrite(out_path, vm.count("overwrite") > 0);  // before the (slow) read
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = load_trace(trace_path, read_options);
   if (out_path == "-") {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/output_guard.hpp"
 #include "fraglab/workload.hpp"
 
 namespace fraglab::cli {
@@ -26,7 +27,7 @@ int cmd_gen(int argc, char** argv) {
   po::options_description ds_opts("DeepSpeed ZeRO");
   po::options_description timing_opts("GPU timing model (places deferred frees)");
   std::string model, output, name, framework = "fsdp1", sharding = "full_shard", precision = "bf16", reduce_dtype,
-                                    recompute_impl = "non_reentrant", attention = "eager", gelu = "python",
+                                    recompute_impl = "non_reentrant", attention, gelu = "python",
                                     loss = "fp32_upcast", optimizer, grad_flatten = "cat", padding = "max_length",
                                     limit_all_gathers = "true", backward_prefetch = "backward_pre", overlap_comm,
                                     contiguous_gradients = "true";
@@ -34,7 +35,9 @@ int cmd_gen(int argc, char** argv) {
   std::uint64_t reduce_bucket = 0, prefetch_bucket = 0, persistence = 0;
   model_opts.add_options()
       ("model", po::value(&model)->required(),
-       "gpt2-xl, t5-3b, llama2-7b, llama3-8b, or a model .json file (see traces/models/)")
+       fmt::format("{}, a model .json file (see traces/models/) or a Hugging Face config.json",
+                   fmt::join(builtin_model_names(), ", "))
+           .c_str())
       ("framework", po::value(&framework)->default_value(framework), "fsdp1, fsdp2, zero1, zero2, zero3")
       ("world-size", po::value(&o.world_size)->default_value(o.world_size), "data-parallel (sharding) world size N")
       ("rank", po::value(&o.rank)->default_value(o.rank), "the rank to emit (ranks differ under dynamic padding)")
@@ -42,7 +45,8 @@ int cmd_gen(int argc, char** argv) {
       ("steps", po::value(&o.steps)->required(), "training steps")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of sequence lengths and timing jitter")
       ("output,o", po::value(&output)->required(), "trace file to write (.jsonl, or .jsonl.gz)")
-      ("name", po::value(&name), "trace name (default: derived from the options)");
+      ("name", po::value(&name), "trace name (default: derived from the options)")
+      ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)");
   train_opts.add_options()
       ("seq-len", po::value(&o.seq_len), "sequence length, decoder-only models (default: the model's context)")
       ("src-len", po::value(&o.src_len), "T5 source (encoder) length (default 512)")
@@ -58,7 +62,8 @@ int cmd_gen(int argc, char** argv) {
       ("recompute", "activation recomputation per block (default)")
       ("no-recompute", "no activation recomputation")
       ("recompute-impl", po::value(&recompute_impl)->default_value(recompute_impl), "non_reentrant or reentrant checkpoint")
-      ("attention", po::value(&attention)->default_value(attention), "eager or sdpa (GPT2; T5 is eager, Llama sdpa)")
+      ("attention", po::value(&attention),
+       "eager or sdpa (default: eager for gpt2 and t5, sdpa for llama: the ones modelled, wm §2.3-§2.5)")
       ("gelu", po::value(&gelu)->default_value(gelu), "python (HF NewGELUActivation) or fused (GPT2)")
       ("loss", po::value(&loss)->default_value(loss), "fp32_upcast (HF >= 4.46) or bf16 (older GPT2/Llama loss)")
       ("retain-logits", "the loop keeps outputs.logits until the next forward returns")
@@ -100,13 +105,17 @@ int cmd_gen(int argc, char** argv) {
   po::positional_options_description positional;
   po::variables_map vm;
   const std::string usage =
-      "usage: fraglab gen --model M --framework F --world-size N --micro-batch B --steps S\n"
-      "                   [--seq-len L | --src-len L --tgt-len L] [--precision bf16|fp32]\n"
-      "                   [--recompute|--no-recompute] [--seed X] -o TRACE.jsonl\n"
+      "usage: fraglab gen --model M --micro-batch B --steps S -o TRACE.jsonl [--overwrite]\n"
+      "                   [--framework F] [--world-size N] [--seq-len L | --src-len L --tgt-len L]\n"
+      "                   [--precision bf16|fp32] [--recompute|--no-recompute] [--seed X]\n"
+
       "Writes the allocation stream of one rank for S training steps of a transformer under sharded\n"
       "data parallelism (workload-model.md): tags param/grad/act/opt/comm/temp, marks step/phase,\n"
-      "side-stream allocations and record_stream frees as free_requested/free_completed.";
+      "side-stream allocations and record_stream frees as free_requested/free_completed.\n"
+      "Every option not given has a default that works for every model (a choice that depends on the\n"
+      "model is printed). M: a built-in name, a model .json file or a Hugging Face config.json.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
+  refuse_overwrite(output, vm.count("overwrite") > 0);
 
   if (vm.count("recompute") && vm.count("no-recompute"))
     throw InputError("--recompute and --no-recompute: give one of them");
@@ -118,7 +127,15 @@ int cmd_gen(int argc, char** argv) {
   o.recompute = vm.count("no-recompute") ? Recompute::None : parse_recompute(recompute_impl);
   if (o.recompute == Recompute::None && !vm.count("no-recompute"))
     throw InputError("--recompute-impl 'none': expected one of non_reentrant, reentrant (use --no-recompute)");
-  o.attention = parse_attention(attention);
+  std::string chosen;  // defaults picked for this model, said once the trace is written
+  if (vm.count("attention")) {
+    o.attention = parse_attention(attention);
+  } else {
+    // Not given: the model's own default, so that no model fails with a default it lacks.
+    o.attention = default_attention(o.model.family);
+    chosen += fmt::format("gen: --attention not given: {} ({})\n", name_of(o.attention),
+                          default_attention_reason(o.model.family));
+  }
   o.gelu = parse_gelu(gelu);
   o.loss = parse_loss(loss);
   o.retain_logits = vm.count("retain-logits") > 0;
@@ -139,6 +156,7 @@ int cmd_gen(int argc, char** argv) {
   const Trace trace = generate_trace(o);
   write_jsonl_file(trace, output);
   const TraceSummary s = summarize(trace);
+  std::cerr << chosen;
   std::cerr << fmt::format("wrote {}: {} events, {} allocs, peak requested {:.2f} GiB\n", output, s.events, s.allocs,
                            static_cast<double>(s.peak_requested) / static_cast<double>(GiB));
   return 0;

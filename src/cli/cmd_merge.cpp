@@ -8,6 +8,7 @@
 #include <map>
 
 #include "cli/common.hpp"
+#include "cli/output_guard.hpp"
 #include "fraglab/sweep.hpp"
 
 namespace fraglab::cli {
@@ -21,7 +22,8 @@ int cmd_merge(int argc, char** argv) {
       ("input", po::value(&inputs)->required()->multitoken(), "results files written by fraglab sweep -o")
       ("output,o", po::value(&output)->required(), "merged results: OUT.csv, OUT.jsonl, or - for CSV on stdout")
       ("top", po::value(&top), "rows of the summary table per trace (0 = all; default 25)")
-      ("no-report", "do not print the summary");
+      ("no-report", "do not print the summary")
+      ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)");
   po::positional_options_description positional;
   positional.add("input", -1);
   po::variables_map vm;
@@ -30,6 +32,7 @@ int cmd_merge(int argc, char** argv) {
       "Joins sweep results files (CSV and JSONL may be mixed) into one, sorted canonically, so that the\n"
       "merge of `fraglab sweep --shard I/N` outputs equals the output of the unsharded sweep.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
+  refuse_overwrite(output, vm.count("overwrite") > 0);
 
   ResultsTable merged;
   std::map<std::string, std::pair<SweepRow, std::string>> seen;  // key -> row, file it came from

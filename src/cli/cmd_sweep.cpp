@@ -99,6 +99,7 @@ int cmd_sweep(int argc, char** argv) {
   std::vector<std::string> trace_paths, grid_args;
   std::string base_spec, output, shard_text, device_spec, start_option;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  long long jobs_arg = 0;  // signed, so that -j -1 is an error rather than 4294967295 threads
   int device_index = -1;
   std::size_t top = 25;
   options.add_options()
@@ -107,7 +108,7 @@ int cmd_sweep(int argc, char** argv) {
       ("grid,g", po::value(&grid_args)->composing(),
        "KEY=V1,V2,...: a policy option and its values, repeatable; 'none' leaves the option out (the default); "
        "list values keep their commas inside brackets: roundup_power2_divisions=4,[256:1,512:2,>:8]")
-      ("jobs,j", po::value(&threads), "worker threads (default: the number of hardware threads)")
+      ("jobs,j", po::value(&jobs_arg), "worker threads (default: the number of hardware threads)")
       ("output,o", po::value(&output), "stream results to FILE.csv or FILE.jsonl, one flushed row per finished run")
       ("resume", "skip the runs already in the output file and append the rest")
       ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)")
@@ -129,7 +130,11 @@ int cmd_sweep(int argc, char** argv) {
       "example: fraglab sweep run.pickle --grid max_split_size_mb=none,64,128,256 --grid "
       "expandable_segments=False,True -o sweep.csv";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
-  if (threads == 0) throw InputError("-j 0: expected at least one worker thread");
+  if (vm.count("jobs")) {
+    if (jobs_arg < 1 || jobs_arg > 4096)
+      throw InputError(fmt::format("-j {}: expected 1..4096 worker threads", jobs_arg));
+    threads = static_cast<unsigned>(jobs_arg);
+  }
 
   // Everything that can be wrong with the command line fails before a trace is read.
   SweepGrid grid;

@@ -33,7 +33,8 @@ constexpr Subcommand kSubcommands[] = {
 void print_usage(std::ostream& out) {
   out << "fraglab " << FRAGLAB_VERSION
       << " — GPU memory-fragmentation simulator and allocator-policy lab\n\n"
-         "usage: fraglab COMMAND [OPTIONS]   (fraglab COMMAND --help for its options)\n\ncommands:\n";
+         "usage: fraglab COMMAND [OPTIONS]   (fraglab help COMMAND or fraglab COMMAND --help for its options)\n\n"
+         "commands:\n";
   for (const Subcommand& s : kSubcommands) out << fmt::format("  {:<10} {}\n", s.name, s.help);
 }
 
@@ -48,10 +49,25 @@ int main(int argc, char** argv) {
     std::cout << "fraglab " << FRAGLAB_VERSION << '\n';
     return 0;
   }
-  const std::string_view name = argv[1];
+  // "fraglab help CMD" is "fraglab CMD --help"; "fraglab help" alone is the usage above.
+  const bool help = std::strcmp(argv[1], "help") == 0;
+  if (help && argc == 2) {
+    print_usage(std::cout);
+    return 0;
+  }
+  const std::string_view name = help ? argv[2] : argv[1];
+  if (help && argc > 3) {
+    std::cerr << "fraglab help: expected one command (fraglab help " << name << ")\n";
+    return 2;
+  }
   for (const Subcommand& s : kSubcommands) {
     if (name != s.name) continue;
     try {
+      if (help) {
+        char help_flag[] = "--help";
+        char* help_argv[] = {argv[2], help_flag, nullptr};
+        return s.run(2, help_argv);
+      }
       return s.run(argc - 1, argv + 1);
     } catch (const fraglab::InputError& e) {
       std::cerr << "fraglab " << name << ": error: " << e.what() << '\n';
@@ -63,6 +79,12 @@ int main(int argc, char** argv) {
       std::cerr << "fraglab " << name << ": internal error: " << e.what() << '\n';
       return 3;
     }
+  }
+  if (help) {
+    std::string names;
+    for (const Subcommand& s : kSubcommands) names += (names.empty() ? "" : ", ") + std::string(s.name);
+    std::cerr << "fraglab help: unknown command '" << name << "' (expected one of " << names << ")\n";
+    return 2;
   }
   std::cerr << "fraglab: unknown command '" << name << "'\n";
   print_usage(std::cerr);

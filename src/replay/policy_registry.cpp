@@ -1,6 +1,8 @@
 // The policy registry, spec-string parsing ("NAME[:OPTIONS]") and the default adopt().
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "fraglab/policy.hpp"
 
 namespace fraglab {
@@ -29,6 +31,49 @@ std::vector<const PolicyInfo*> PolicyRegistry::all() const {
 
 std::string_view policy_name(std::string_view spec) { return spec.substr(0, spec.find(':')); }
 
+namespace {
+
+// Levenshtein distance, for "did you mean" on a mistyped policy name.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// What an unknown NAME probably meant: an option of a policy given without the policy (as in
+// PYTORCH_CUDA_ALLOC_CONF, "expandable_segments:True" -> "pytorch:expandable_segments:True",
+// pytorch first since its option names are PyTorch's), or a policy name one or two edits away.
+std::string suggestion(std::string_view spec, std::string_view name) {
+  const std::vector<const PolicyInfo*> all = PolicyRegistry::instance().all();
+  const PolicyInfo* owner = nullptr;
+  for (const PolicyInfo* p : all) {
+    for (const PolicyOption& o : p->options) {
+      if (o.name == name && (owner == nullptr || p->name == "pytorch")) owner = p;
+    }
+  }
+  if (owner != nullptr) return fmt::format(": did you mean '{}:{}'?", owner->name, spec);
+  const PolicyInfo* nearest = nullptr;
+  std::size_t best = 3;  // at most two edits, and fewer than half the name
+  for (const PolicyInfo* p : all) {
+    const std::size_t d = edit_distance(name, p->name);
+    if (d < best && 2 * d < p->name.size()) best = d, nearest = p;
+  }
+  if (nearest == nullptr) return "";
+  const std::string_view rest = spec.substr(name.size());
+  return fmt::format(": did you mean '{}{}'?", nearest->name, rest);
+}
+
+}  // namespace
+
 std::unique_ptr<Policy> create_policy(std::string_view spec, Device& device) {
   const std::string_view name = policy_name(spec);
   const PolicyInfo* info = PolicyRegistry::instance().find(name);
@@ -38,7 +83,7 @@ std::unique_ptr<Policy> create_policy(std::string_view spec, Device& device) {
       known += known.empty() ? "" : ", ";
       known += p->name;
     }
-    throw InputError(fmt::format("unknown policy '{}' (known: {})", name, known));
+    throw InputError(fmt::format("unknown policy '{}'{} (known: {})", name, suggestion(spec, name), known));
   }
   const std::string_view options = name.size() < spec.size() ? spec.substr(name.size() + 1) : "";
   return info->create(options, device);

@@ -6,6 +6,8 @@
 //   hidden, heads, kv_heads [= heads], head_dim [= hidden / heads], ffn, vocab,
 //   max_positions [gpt2: required; others 0 = no limit], tied_embeddings (bool) [true],
 //   relative_attention_buckets [32] (t5).
+// A Hugging Face config.json (it has "architectures" or "model_type") is read by hf_config.cpp
+// instead, where unknown keys are ignored.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -13,6 +15,7 @@
 
 #include "fraglab/trace_io.hpp"
 #include "fraglab/workload.hpp"
+#include "workload/hf_config.hpp"
 #include "workload/param_layout.hpp"
 
 namespace fraglab {
@@ -87,6 +90,11 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
     throw InputError(fmt::format("{}: not valid JSON: {}", origin, e.what()));
   }
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", origin));
+  if (workload::is_hf_config(j)) {
+    ModelConfig hf = workload::parse_hf_config(j, origin);
+    check_model(hf, origin);
+    return hf;
+  }
   ModelConfig m;
   bool has_family = false, has_layers = false, has_heads = false, has_kv = false, has_head_dim = false;
   for (const auto& [key, value] : j.items()) {
@@ -140,7 +148,8 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
     } else {
       throw InputError(fmt::format(
           "{}: unknown key '{}' (expected name, family, layers, encoder_layers, decoder_layers, hidden, heads, "
-          "kv_heads, head_dim, ffn, vocab, max_positions, tied_embeddings, relative_attention_buckets)",
+          "kv_heads, head_dim, ffn, vocab, max_positions, tied_embeddings, relative_attention_buckets; "
+          "or a Hugging Face config.json with 'architectures')",
           origin, key));
     }
   }

@@ -130,6 +130,19 @@ void check_options(const WorkloadOptions& o) {
   if (!(t.jitter >= 0) || t.jitter >= 1) fail(fmt::format("--jitter {}: expected 0 <= j < 1", t.jitter));
 }
 
+AttentionImpl default_attention(ModelFamily family) {
+  return family == ModelFamily::Llama ? AttentionImpl::Sdpa : AttentionImpl::Eager;
+}
+
+std::string_view default_attention_reason(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::Gpt2: return "the default for gpt2; sdpa is modelled too";
+    case ModelFamily::T5: return "the only one modelled for t5";
+    case ModelFamily::Llama: return "the only one modelled for llama";
+  }
+  return "";
+}
+
 std::string describe_options(const WorkloadOptions& o) {
   std::string s = fmt::format("fraglab gen: {} {} N={} rank={} b={} steps={} seed={} {} recompute={} attention={}",
                               o.model.name, name_of(o.framework), o.world_size, o.rank, o.micro_batch, o.steps,

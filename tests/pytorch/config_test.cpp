@@ -183,5 +183,50 @@ TEST(Config, MemoryFractionAndVersion) {
             "pytorch: version: unknown PyTorch version '3.7' (accepted: 1.13, 2.0, 2.1, 2.4, 2.6, 2.8, 2.9, newest)");
 }
 
+TEST(Config, MalformedRoundupListsNameTheListAndWhatWasExpected) {
+  // A list missing its ']' (PyTorch 2.9+: "Index out of bounds in ConfigTokenizer"; 2.8:
+  // "expected ,"): every version names the list as written and the expected form.
+  const std::string unclosed =
+      "pytorch: roundup_power2_divisions: the list '[256:1,512:2' has no closing ']' (expected "
+      "[SIZE_MB:DIVISIONS,...,>:DIVISIONS], e.g. [256:1,512:2,>:4])";
+  EXPECT_EQ(error_of("roundup_power2_divisions:[256:1,512:2"), unclosed);
+  EXPECT_EQ(error_of("version:2.8,roundup_power2_divisions:[256:1,512:2"), unclosed);
+  EXPECT_EQ(error_of("roundup_power2_divisions:[256:1,512:2,max_split_size_mb:64"),
+            "pytorch: roundup_power2_divisions: the list '[256:1,512:2,max_split_size_mb:64' has no closing ']' "
+            "(expected [SIZE_MB:DIVISIONS,...,>:DIVISIONS], e.g. [256:1,512:2,>:4])");
+  // An entry without its value.
+  EXPECT_EQ(error_of("roundup_power2_divisions:[256:1,512]"),
+            "pytorch: roundup_power2_divisions: list entry '512' has no value (expected SIZE_MB:DIVISIONS or "
+            ">:DIVISIONS, e.g. [256:1,512:2,>:4])");
+  EXPECT_EQ(error_of("roundup_power2_divisions:[256:]"),
+            "pytorch: roundup_power2_divisions: list entry '256' has no value (expected SIZE_MB:DIVISIONS or "
+            ">:DIVISIONS, e.g. [256:1,512:2,>:4])");
+  // Not a number.
+  EXPECT_EQ(error_of("roundup_power2_divisions:[256:four]"),
+            "pytorch: roundup_power2_divisions: expected an integer, got 'four'");
+  EXPECT_EQ(error_of("roundup_power2_divisions:[big:4]"),
+            "pytorch: roundup_power2_divisions: expected an integer, got 'big'");
+  // PyTorch accepts an empty list and changes nothing: so do we, with a note that names it.
+  const Config empty = parse_config("roundup_power2_divisions:[]");
+  EXPECT_EQ(empty.rounding.divisions, DivisionTable{});
+  ASSERT_EQ(empty.notes.size(), 1u);
+  EXPECT_NE(empty.notes[0].find("roundup_power2_divisions:[] is an empty list"), std::string::npos) << empty.notes[0];
+}
+
+TEST(Config, ConfigEndingEarlyNamesTheKeyNotAnIndex) {
+  EXPECT_EQ(error_of("roundup_power2_divisions:"),
+            "pytorch: roundup_power2_divisions: the config ends where a value was expected "
+            "(PyTorch: Index out of bounds in ConfigTokenizer)");
+  EXPECT_EQ(error_of("max_split_size_mb"),
+            "pytorch: max_split_size_mb: the config ends where ':' was expected "
+            "(PyTorch: Index out of bounds in ConfigTokenizer)");
+  EXPECT_EQ(error_of("max_split_size_mb:64,expandable_segments:"),
+            "pytorch: expandable_segments: the config ends where True or False was expected "
+            "(PyTorch: Index out of bounds in ConfigTokenizer)");
+  EXPECT_EQ(error_of("version:2.9,backend"),
+            "pytorch: backend: the config ends where ':' was expected "
+            "(PyTorch: Index out of bounds in ConfigTokenizer)");
+}
+
 }  // namespace
 }  // namespace fraglab::cca

@@ -174,8 +174,11 @@ TEST(GenCommand, BadValuesExitTwoWithOneLine) {
 TEST(GenCommand, WritesATraceTheReaderAccepts) {
   if (!std::filesystem::exists(FRAGLAB_BINARY)) GTEST_SKIP() << "fraglab not built";
   const std::string path = (std::filesystem::temp_directory_path() / "fraglab_gen_test.jsonl").string();
-  const auto [code, out] =
-      run("gen --model t5-3b --framework zero3 --world-size 2 --micro-batch 2 --steps 2 --src-len 128 --tgt-len 32 -o " + path);
+  // --overwrite: a file left by an interrupted earlier run must not fail this one.
+  const auto [code, out] = run(
+      "gen --model t5-3b --framework zero3 --world-size 2 --micro-batch 2 --steps 2 --src-len 128 --tgt-len 32 "
+      "--overwrite -o " +
+      path);
   ASSERT_EQ(code, 0) << out;
   const Trace t = read_trace(path);
   WorkloadOptions o = reference_options("t5-3b", 2);
