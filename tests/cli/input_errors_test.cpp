@@ -26,7 +26,7 @@ const std::vector<std::string> kCommands = {
     "compare @ --no-timing",  // wall time is the one part of its output that varies
     "validate @",
     "inspect @",
-    "convert @ -o " + (scratch_dir("input-errors") / "out.jsonl").string(),
+    "convert @ --overwrite -o " + (scratch_dir("input-errors") / "out.jsonl").string(),
     "sweep @ --grid max_split_size_mb=32,64",
     "check @ --baseline " + kBaseline,
     "diff @ " + kSample,
