@@ -149,16 +149,22 @@ int cmd_sweep(int argc, char** argv) {
   std::vector<std::string> knob_keys;
   for (const GridAxis& axis : grid.axes) knob_keys.push_back(axis.key);
 
+  const TraceReadOptions read_options{.device_index = device_index};
+  const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
+
+  // The file records its shard, grid and traces (merge checks them); it is opened once the traces
+  // are read, since their identities are part of that record.
   std::unique_ptr<ResultsStream> stream;
-  if (!output.empty()) stream = std::make_unique<ResultsStream>(output, knob_keys, resume);
+  if (!output.empty()) {
+    std::vector<TraceIdentity> identities;
+    for (const Trace& trace : traces) identities.push_back(trace_identity(trace));
+    stream = std::make_unique<ResultsStream>(output, knob_keys, resume, sweep_meta(grid, device_spec, identities, shard));
+  }
   // Runs already in the file (resume), by key.
   std::unordered_map<std::string, const SweepRow*> done;
   if (stream) {
     for (const SweepRow& row : stream->existing()) done.emplace(row_key(row), &row);
   }
-
-  const TraceReadOptions read_options{.device_index = device_index};
-  const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
 
   // Runs in trace-major grid order; the shard takes every N-th one.
   struct Pending {
