@@ -159,8 +159,8 @@ class ResultsStream {
  public:
   // resume = false: the file is (re)created with just its header. resume = true: its complete rows
   // are kept (existing()), an unterminated last line is cut off, and new rows are appended; the
-  // knob columns must match the file's, and so must the metadata when both the file and `meta`
-  // have one (a file of another sweep or shard is not resumed). Throws InputError naming the file.
+  // knob columns must match the file's, and a trace of the file's metadata may not have changed
+  // under the same name; the file takes `meta` (this sweep's). Throws InputError naming the file.
   ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume,
                 std::optional<SweepMeta> meta = std::nullopt);
   ~ResultsStream();

@@ -30,12 +30,6 @@ void write_or_fail(std::FILE* file, const std::string& text, const std::string& 
   }
 }
 
-std::string trace_list(const std::vector<TraceIdentity>& traces) {
-  std::string out;
-  for (const TraceIdentity& t : traces) out += fmt::format("{}{}", out.empty() ? "" : ", ", describe(t));
-  return out.empty() ? std::string("none") : out;
-}
-
 }  // namespace
 
 std::string results_text(const ResultsTable& table, ResultsFormat format) {
@@ -145,13 +139,19 @@ ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_key
                                    "--grid keys in the same order, or write to a new file and merge",
                                    path_, list(old.knob_keys), list(knob_keys_)));
     }
-    if (has_keys && old.meta && meta_ && !(*old.meta == *meta_)) {
-      throw InputError(fmt::format("{}: written by another sweep ({}; shard {}; device {}; traces {}) than this one "
-                                   "({}; shard {}; device {}; traces {}); resume with the same traces, grid, device "
-                                   "and --shard, or write to a new file and merge",
-                                   path_, grid_command(*old.meta), shard_text(old.meta->shard), old.meta->device,
-                                   trace_list(old.meta->traces), grid_command(*meta_), shard_text(meta_->shard),
-                                   meta_->device, trace_list(meta_->traces)));
+    // Rows are keyed by trace name: rows of a trace that has since changed under the same name
+    // would be kept as if they were results of the new one. Another grid, shard or device is
+    // fine (rows are keyed by spec and device; the file takes this sweep's metadata).
+    if (has_keys && old.meta && meta_) {
+      for (const TraceIdentity& was : old.meta->traces) {
+        for (const TraceIdentity& now : meta_->traces) {
+          if (was.name == now.name && !(was == now)) {
+            throw InputError(fmt::format("{}: its rows are of another trace named {} ({}; this sweep's is {}); "
+                                         "write to a new file, or start this one again with --overwrite",
+                                         path_, was.name, describe(was), describe(now)));
+          }
+        }
+      }
     }
     existing_ = std::move(old.rows);
     fresh = !has_keys;

@@ -214,7 +214,7 @@ TEST(Results, FilesWithoutMetadataStillRead) {
   EXPECT_EQ(back.rows[0].metrics.peak_reserved, 9u);
 }
 
-TEST(Results, ResumeRefusesAFileOfAnotherShard) {
+TEST(Results, ResumeRefusesRowsOfAnotherTraceOfTheSameName) {
   const fs::path dir = testing::scratch_dir("results");
   for (const char* name : {"r.csv", "r.jsonl"}) {
     const std::string path = (dir / name).string();
@@ -224,15 +224,24 @@ TEST(Results, ResumeRefusesAFileOfAnotherShard) {
       stream.append(row("t", {"64", "True"}, 1));
     }
     EXPECT_EQ(read_results(path).meta, meta(0, 2)) << name;
-    // The same sweep resumes; another shard of it does not.
-    EXPECT_NO_THROW(ResultsStream(path, {"a", "b"}, true, meta(0, 2))) << name;
-    try {
+    // Another shard or grid of the same traces resumes, and the file takes its metadata.
+    {
       ResultsStream other(path, {"a", "b"}, true, meta(1, 2));
+      other.finish(other.existing());
+    }
+    EXPECT_EQ(read_results(path).meta, meta(1, 2)) << name;
+    // Trace "t" with other requests: its rows in the file are not results of this sweep.
+    SweepMeta changed = meta(1, 2);
+    changed.traces[0].request_hash = "fnv1a64:1111111111111111";
+    try {
+      ResultsStream stream(path, {"a", "b"}, true, changed);
       FAIL() << "no error";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(path + ": written by another sweep ("), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("shard 0/2"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("shard 1/2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path + ": its rows are of another trace named t (t (12 events, requests "
+                                                   "fnv1a64:0123456789abcdef); this sweep's is t (12 events, requests "
+                                                   "fnv1a64:1111111111111111))"),
+                std::string::npos)
+          << e.what();
     }
   }
 }

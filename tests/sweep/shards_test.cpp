@@ -176,16 +176,22 @@ TEST(Shards, MalformedFileIsExit2NamingFileAndLine) {
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
 }
 
-TEST(Shards, ResumeRefusesAnotherShardsFile) {
+TEST(Shards, ResumeRefusesAFileOfAChangedTrace) {
   const fs::path dir = four_shards();
+  // two-phase.jsonl with one request 1 byte larger: same name, other requests.
+  std::string text = read_text(kSamples + "two-phase.jsonl");
+  const size_t size = text.find("\"size\":", text.find("\"op\":\"alloc\"")) + 7;
+  text.insert(size, "1");
+  const fs::path changed = dir / "two-phase-changed.jsonl";
+  testing::write_text(changed, text);
   const fs::path copy = dir / "resume.csv";
-  fs::copy_file(shard_file(dir, 0), copy, fs::copy_options::overwrite_existing);
-  const auto run = run_fraglab("sweep " + kTraces + " " + kGrid + " --shard 1/4 --no-progress --resume -o " +
-                               copy.string());
-  EXPECT_EQ(run.status, 2);
-  EXPECT_NE(run.err.find(copy.string() + ": written by another sweep ("), std::string::npos) << run.err;
-  // Its own shard resumes (and has nothing left to run).
   fs::copy_file(shard_file(dir, 1), copy, fs::copy_options::overwrite_existing);
+  const auto run = run_fraglab("sweep " + changed.string() + " " + kSamples + "streams.jsonl " + kGrid +
+                               " --shard 1/4 --no-progress --resume -o " + copy.string());
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.err.find(copy.string() + ": its rows are of another trace named two-phase ("), std::string::npos)
+      << run.err;
+  // The same sweep resumes (and has nothing left to run): the file is unchanged.
   const auto same = run_fraglab("sweep " + kTraces + " " + kGrid + " --shard 1/4 --no-progress --resume -o " +
                                 copy.string());
   EXPECT_EQ(same.status, 0) << same.err;
