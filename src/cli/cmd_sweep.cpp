@@ -219,6 +219,12 @@ int cmd_sweep(int argc, char** argv) {
   report.top = top;
   if (!rows.empty()) std::cout << sweep_report(ResultsTable{knob_keys, rows}, report);
   if (!output.empty()) std::cout << fmt::format("\nresults: {} ({} runs)\n", output, rows.size());
+  if (shard.count > 1 && !rows.empty()) {
+    // A shard's best is the best of part of the grid: say so where it is printed.
+    std::cout << fmt::format("\nnote: shard {}/{}: the best above is of this shard's runs only; fraglab merge "
+                             "checks that all {} shards are there and names the grid's best\n",
+                             shard.index, shard.count, shard.count);
+  }
   return 0;
 }
 

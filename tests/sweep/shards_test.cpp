@@ -176,6 +176,16 @@ TEST(Shards, MalformedFileIsExit2NamingFileAndLine) {
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
 }
 
+TEST(Shards, AShardsOwnSummarySaysItIsPartOfTheGrid) {
+  const auto shard = run_fraglab("sweep " + kTraces + " " + kGrid + " --shard 2/4 --no-progress");
+  EXPECT_EQ(shard.status, 0) << shard.err;
+  EXPECT_NE(shard.out.find("note: shard 2/4: the best above is of this shard's runs only"), std::string::npos)
+      << shard.out;
+  const auto whole = run_fraglab("sweep " + kTraces + " " + kGrid + " --no-progress");
+  EXPECT_EQ(whole.status, 0) << whole.err;
+  EXPECT_EQ(whole.out.find("note: shard"), std::string::npos) << whole.out;
+}
+
 TEST(Shards, ResumeRefusesAFileOfAChangedTrace) {
   const fs::path dir = four_shards();
   // two-phase.jsonl with one request 1 byte larger: same name, other requests.
