@@ -7,8 +7,14 @@
 //    that silently checks less than it did is no gate);
 //  - without thresholds for a metric the defaults apply: any rise of peak_reserved_bytes,
 //    num_alloc_retries or num_ooms fails (the replay is deterministic, so there is no noise to
-//    allow for); a threshold given for a metric replaces its default.
+//    allow for); a threshold given for a metric replaces its default;
+//  - the trace is part of what is checked: when both sides record the trace's identity
+//    (trace_identity.hpp) and the request hash or event count differs, the check fails (a CI job
+//    whose trace silently changed must not go green) unless CheckOptions::allow_trace_change.
+//    A side without an identity (written before fraglab recorded one) gives a warning instead.
 #pragma once
+
+#include <optional>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +22,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "fraglab/trace_identity.hpp"
 
 namespace fraglab {
 
@@ -65,17 +73,35 @@ struct MetricCheck {
   std::string violated;  // the first limit broken
 };
 
+struct CheckOptions {
+  bool allow_trace_change = false;  // a changed trace identity is a note, not a failure
+};
+
 struct CheckOutcome {
   std::vector<MetricCheck> checks;
-  std::vector<std::string> problems;  // runs missing on one side, malformed results
-  std::vector<std::string> notes;     // e.g. the trace or device differs from the baseline's
+  std::vector<std::string> problems;  // the trace changed, runs missing on one side, malformed results
+  std::vector<std::string> notes;     // e.g. the device differs from the baseline's
+  std::vector<std::string> warnings;  // e.g. the baseline has no trace identity (for stderr)
+  // Each side's trace as its results JSON records it; request_hash empty when not recorded.
+  std::optional<TraceIdentity> baseline_trace;
+  std::optional<TraceIdentity> current_trace;
+  bool trace_changed = false;  // both sides have an identity and they differ
   std::size_t regressions() const;
   bool passed() const { return problems.empty() && regressions() == 0; }
 };
 
 // Throws InputError when either document lacks the "runs" list (the caller names the file).
-CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds);
+CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,
+                           const CheckOptions& options = {});
 // The readable table: per run, every gated metric and every changed one, then a verdict line.
 std::string check_table(const CheckOutcome& outcome);
+
+// The outcome for machines (check_report.cpp), both deterministic (no timestamps, fixed key order):
+// JSON {"passed", "regressions", "trace_changed", "baseline_trace", "trace", "problems", "notes",
+// "warnings", "checks": [{"policy", "metric", "baseline", "value", "limit", "gated", "pass",
+// "violated"}]}; JUnit XML with one <testcase classname=POLICY name=METRIC> per check, a <failure>
+// for each regression, and one failing testcase per problem (classname "fraglab check").
+std::string check_json(const CheckOutcome& outcome);
+std::string check_junit(const CheckOutcome& outcome);
 
 }  // namespace fraglab

@@ -26,6 +26,7 @@
 #include "fraglab/device.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/trace.hpp"
+#include "fraglab/trace_identity.hpp"
 
 namespace fraglab {
 
@@ -66,8 +67,14 @@ struct Shard {
   std::size_t index = 0;
   std::size_t count = 1;
   bool contains(std::size_t run) const { return run % count == index; }
+  bool operator==(const Shard&) const = default;
 };
 Shard parse_shard(std::string_view text);  // "I/N", 0 <= I < N; throws InputError
+std::string shard_text(const Shard& shard);  // "I/N"
+
+// An axis as `--grid` takes it, canonically: "KEY=V1,V2" with "none" for a left-out option;
+// parse_grid_axis() of it gives the axis back.
+std::string grid_axis_text(const GridAxis& axis);
 
 // ---- results ----------------------------------------------------------------------------------
 
@@ -103,9 +110,34 @@ enum class ResultsFormat { Csv, Jsonl };
 // By extension: ".csv" or ".jsonl". Throws InputError naming the path otherwise.
 ResultsFormat results_format(const std::string& path);
 
+// What a results file records about the sweep that wrote it (sweep_meta.cpp), so that `merge`
+// can tell a complete set of shards of one sweep from a partial or mixed one. Written as the
+// file's first line: in JSONL the object {"fraglab_sweep":1,"shard":"I/N","policy":..,"grid":[..],
+// "device":..,"traces":[{"name","events","request_hash"}..]}, in CSV the same after "# ".
+// Files written before it existed have none (ResultsTable::meta is empty).
+struct SweepMeta {
+  Shard shard;
+  std::string policy;                 // the grid's base spec (-p)
+  std::vector<std::string> grid;      // grid_axis_text() of each axis, in grid order
+  std::string device;                 // device spec
+  std::vector<TraceIdentity> traces;  // command-line order: the shard split depends on it
+  // --start-state (recorded, cold, auto): shards replayed from other starts do not merge. Files
+  // that do not record it were written when every replay started from the recorded state.
+  std::string start_state = "auto";
+  bool operator==(const SweepMeta&) const = default;
+};
+SweepMeta sweep_meta(const SweepGrid& grid, const std::string& device, const std::vector<TraceIdentity>& traces,
+                     const Shard& shard, const std::string& start_state = "auto");
+// The grid back from the metadata (throws InputError if a grid axis does not parse).
+SweepGrid meta_grid(const SweepMeta& meta);
+std::string meta_line(const SweepMeta& meta);  // the JSON object, no '\n'
+// "-p pytorch --grid KEY=V1,V2 ..." for messages.
+std::string grid_command(const SweepMeta& meta);
+
 struct ResultsTable {
   std::vector<std::string> knob_keys;  // the grid keys, in column order
   std::vector<SweepRow> rows;
+  std::optional<SweepMeta> meta = std::nullopt;  // absent in files written before fraglab recorded it
 };
 
 // The CSV header line (no '\n'): trace,device,spec,<knob keys>,<metric keys>.
@@ -113,7 +145,8 @@ std::string csv_header(const std::vector<std::string>& knob_keys);
 // One row as a line, '\n' included.
 std::string format_row(const SweepRow& row, const std::vector<std::string>& knob_keys, ResultsFormat format);
 
-// The whole file's text: header (CSV) and rows in canonical order.
+// The whole file's text: the metadata line (when the table has one), the header (CSV), and the
+// rows in canonical order.
 std::string results_text(const ResultsTable& table, ResultsFormat format);
 
 // Reads a results file. Only lines ending in '\n' count; `partial_tail`, when given, receives the
@@ -130,8 +163,10 @@ class ResultsStream {
  public:
   // resume = false: the file is (re)created with just its header. resume = true: its complete rows
   // are kept (existing()), an unterminated last line is cut off, and new rows are appended; the
-  // knob columns must match the file's. Throws InputError naming the file.
-  ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume);
+  // knob columns must match the file's, and a trace of the file's metadata may not have changed
+  // under the same name; the file takes `meta` (this sweep's). Throws InputError naming the file.
+  ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume,
+                std::optional<SweepMeta> meta = std::nullopt);
   ~ResultsStream();
   ResultsStream(const ResultsStream&) = delete;
   ResultsStream& operator=(const ResultsStream&) = delete;
@@ -144,10 +179,26 @@ class ResultsStream {
  private:
   std::string path_;
   std::vector<std::string> knob_keys_;
+  std::optional<SweepMeta> meta_;
   ResultsFormat format_;
   std::vector<SweepRow> existing_;
   std::FILE* file_ = nullptr;
 };
+
+// Whether results files make up one whole sweep (`merge`): every file with metadata must come from
+// the same sweep (policy, grid, device, traces), no shard may appear twice, the shards must cover
+// the grid, and every run of the grid must be among `rows`. Returns one message per problem
+// (empty: complete) and adds a warning per file without metadata. `files`: path and metadata.
+struct ShardCheck {
+  std::vector<std::string> problems;
+  std::vector<std::string> warnings;
+  std::optional<SweepMeta> merged;  // the metadata of the whole sweep, when complete and known
+};
+ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<SweepMeta>>>& files,
+                        const std::vector<SweepRow>& rows);
+// Just the first test: one message per file whose sweep (policy, grid, traces, device) differs
+// from the first file's (merge runs it before it compares rows, which other grids do not share).
+std::vector<std::string> sweep_mismatches(const std::vector<std::pair<std::string, std::optional<SweepMeta>>>& files);
 
 // ---- running ----------------------------------------------------------------------------------
 

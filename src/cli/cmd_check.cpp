@@ -1,7 +1,8 @@
 // fraglab check TRACE --baseline FILE [-p SPEC]... [--max-regress M=V]... [--max M=V]...
-//               [--results FILE] [--update-baseline]
+//               [--results FILE] [--update-baseline] [--allow-trace-change] [--json FILE] [--junit FILE]
 // The CI gate: replays TRACE (or takes a results JSON), compares with the baseline results JSON,
-// exits 1 with a table of what regressed, 0 when everything is within its limits, 2 on bad input.
+// exits 1 with a table of what regressed (or when the trace is not the baseline's), 0 when
+// everything is within its limits, 2 on bad input.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -46,7 +47,7 @@ std::string baseline_device(const nlohmann::json& baseline) {
 
 int cmd_check(int argc, char** argv) {
   po::options_description options("options");
-  std::string trace_path, baseline_path, results_path, device_spec;
+  std::string trace_path, baseline_path, results_path, device_spec, json_path, junit_path;
   std::vector<std::string> specs, max_regress, max, ignored;
   int device_index = -1;
   options.add_options()
@@ -61,16 +62,21 @@ int cmd_check(int argc, char** argv) {
       ("ignore", po::value(&ignored)->composing(), "METRIC: report but do not gate (drops its default limit)")
       ("device", po::value(&device_spec), "device (default: the baseline's)")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("update-baseline", "write the results to --baseline FILE instead of comparing");
+      ("update-baseline", "write the results to --baseline FILE instead of comparing")
+      ("allow-trace-change", "compare even when the trace is not the one the baseline was recorded from")
+      ("json", po::value(&json_path), "also write the outcome as JSON to FILE (- for stdout)")
+      ("junit", po::value(&junit_path), "also write the outcome as JUnit XML to FILE (- for stdout)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
   const std::string usage =
       "usage: fraglab check TRACE --baseline FILE [-p SPEC]... [--max-regress METRIC=N%|AMOUNT]...\n"
-      "                     [--max METRIC=VALUE]... [--update-baseline]\n"
+      "                     [--max METRIC=VALUE]... [--update-baseline] [--allow-trace-change]\n"
+      "                     [--json FILE] [--junit FILE]\n"
       "       fraglab check --results RESULTS.json --baseline FILE ...\n"
       "Replays TRACE and compares each run with the baseline. Exit 0 within limits, 1 when a metric\n"
-      "regressed or a run is missing, 2 on bad input. Default limits: peak_reserved_bytes,\n"
+      "regressed, a run is missing or the trace is not the baseline's (its request hash or event count\n"
+      "differs; --allow-trace-change accepts that), 2 on bad input. Default limits: peak_reserved_bytes,\n"
       "num_alloc_retries and num_ooms may not rise at all; a limit given for a metric replaces its default.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
 
@@ -83,6 +89,12 @@ int cmd_check(int argc, char** argv) {
   }
 
   const bool update = vm.count("update-baseline") > 0;
+  if (update && (!json_path.empty() || !junit_path.empty())) {
+    throw InputError("--json and --junit report a comparison; --update-baseline does not compare");
+  }
+  if (!json_path.empty() && json_path == junit_path) {
+    throw InputError(fmt::format("--json and --junit both name {}: give each its own file", json_path));
+  }
   nlohmann::json baseline;
   const bool have_baseline = std::filesystem::exists(baseline_path);
   if (!update || have_baseline) baseline = read_json(baseline_path, "baseline");
@@ -117,9 +129,17 @@ int cmd_check(int argc, char** argv) {
                              current["runs"].size() == 1 ? "" : "s");
     return 0;
   }
-  const CheckOutcome outcome = check_results(baseline, current, thresholds);
-  std::cout << fmt::format("check {} against {}\n", results_path.empty() ? trace_path : results_path, baseline_path);
-  std::cout << check_table(outcome);
+  CheckOptions check_options;
+  check_options.allow_trace_change = vm.count("allow-trace-change") > 0;
+  const CheckOutcome outcome = check_results(baseline, current, thresholds, check_options);
+  for (const std::string& w : outcome.warnings) std::cerr << "check: warning: " << w << '\n';
+  // With a machine report on stdout, the table goes to stderr so stdout stays parseable.
+  std::ostream& table = json_path == "-" || junit_path == "-" ? std::cerr : std::cout;
+  table << fmt::format("check {} against {}\n", results_path.empty() ? trace_path : results_path, baseline_path);
+  table << check_table(outcome);
+  table.flush();
+  if (!json_path.empty()) write_output(json_path, check_json(outcome));
+  if (!junit_path.empty()) write_output(junit_path, check_junit(outcome));
   return outcome.passed() ? 0 : 1;
 }
 

@@ -2,6 +2,10 @@
 // resumed, split or repeated sweeps) into one file in canonical order, then prints the summary.
 // A run present in several files must have the same figures everywhere (the replay is
 // deterministic; different figures mean different traces or fraglab versions were mixed).
+// The files must make up one whole sweep (check_shards): shards of other grids or traces, a shard
+// given twice, a shard missing or unfinished exit 1 without writing anything, so the "best"
+// setting is never picked from part of the grid. Files without sweep metadata (older fraglab)
+// get a warning and are merged as before.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -34,16 +38,37 @@ int cmd_merge(int argc, char** argv) {
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
   refuse_overwrite(output, vm.count("overwrite") > 0);
 
-  ResultsTable merged;
-  std::map<std::string, std::pair<SweepRow, std::string>> seen;  // key -> row, file it came from
-  bool have_keys = false;
-  std::string keys_from;
+  // All files first: whether they belong to one sweep is settled before their rows are compared.
+  std::vector<ResultsTable> tables;
+  std::vector<std::string> paths;
+  std::vector<std::pair<std::string, std::optional<SweepMeta>>> metas;
   for (const std::string& path : inputs) {
     std::size_t tail = 0;
     ResultsTable table = read_results(path, &tail);
     if (tail > 0) std::cerr << fmt::format("merge: {}: ignoring its unfinished last line ({} bytes)\n", path, tail);
-    if (table.rows.empty() && table.knob_keys.empty()) continue;
-    if (!have_keys) {
+    if (table.rows.empty() && table.knob_keys.empty() && !table.meta) continue;
+    metas.emplace_back(path, table.meta);
+    paths.push_back(path);
+    tables.push_back(std::move(table));
+  }
+  const std::vector<std::string> mismatches = sweep_mismatches(metas);
+  if (!mismatches.empty()) {
+    for (const std::string& p : mismatches) std::cerr << "merge: error: " << p << '\n';
+    std::cerr << fmt::format("merge: nothing written to {}: merge the shards of one sweep\n", output);
+    return 1;
+  }
+
+  ResultsTable merged;
+  std::map<std::string, std::pair<SweepRow, std::string>> seen;  // key -> row, file it came from
+  bool have_keys = false;
+  std::string keys_from;
+  for (std::size_t f = 0; f < tables.size(); ++f) {
+    ResultsTable& table = tables[f];
+    const std::string& path = paths[f];
+    // A JSONL file takes its knob keys from its rows: one without rows says nothing about them.
+    const bool keys_known = !table.rows.empty() || results_format(path) == ResultsFormat::Csv;
+    if (!keys_known) {
+    } else if (!have_keys) {
       merged.knob_keys = table.knob_keys;
       keys_from = path;
       have_keys = true;
@@ -63,6 +88,14 @@ int cmd_merge(int argc, char** argv) {
       }
     }
   }
+  const ShardCheck shards = check_shards(metas, merged.rows);
+  for (const std::string& w : shards.warnings) std::cerr << "merge: warning: " << w << '\n';
+  if (!shards.problems.empty()) {
+    for (const std::string& p : shards.problems) std::cerr << "merge: error: " << p << '\n';
+    std::cerr << fmt::format("merge: nothing written to {}: the files are not one whole sweep\n", output);
+    return 1;
+  }
+  merged.meta = shards.merged;
   if (output == "-") {
     std::cout << results_text(merged, ResultsFormat::Csv);
     return 0;

@@ -158,14 +158,6 @@ int cmd_sweep(int argc, char** argv) {
   std::vector<std::string> knob_keys;
   for (const GridAxis& axis : grid.axes) knob_keys.push_back(axis.key);
 
-  std::unique_ptr<ResultsStream> stream;
-  if (!output.empty()) stream = std::make_unique<ResultsStream>(output, knob_keys, resume);
-  // Runs already in the file (resume), by key.
-  std::unordered_map<std::string, const SweepRow*> done;
-  if (stream) {
-    for (const SweepRow& row : stream->existing()) done.emplace(row_key(row), &row);
-  }
-
   const TraceReadOptions read_options{.device_index = device_index};
   const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
   // One start state per trace for all of its settings (design.md "What-if semantics").
@@ -173,6 +165,20 @@ int cmd_sweep(int argc, char** argv) {
   for (const Setting& s : settings) all_specs.push_back(s.spec);
   std::vector<StartState> start_states;
   for (const Trace& trace : traces) start_states.push_back(choose_start_state(start_option, trace, all_specs));
+
+  // The file records its shard, grid and traces (merge checks them); it is opened once the traces
+  // are read, since their identities are part of that record.
+  std::unique_ptr<ResultsStream> stream;
+  if (!output.empty()) {
+    std::vector<TraceIdentity> identities;
+    for (const Trace& trace : traces) identities.push_back(trace_identity(trace));
+    stream = std::make_unique<ResultsStream>(output, knob_keys, resume, sweep_meta(grid, device_spec, identities, shard, start_option));
+  }
+  // Runs already in the file (resume), by key.
+  std::unordered_map<std::string, const SweepRow*> done;
+  if (stream) {
+    for (const SweepRow& row : stream->existing()) done.emplace(row_key(row), &row);
+  }
 
   // Runs in trace-major grid order; the shard takes every N-th one.
   struct Pending {
@@ -248,6 +254,12 @@ int cmd_sweep(int argc, char** argv) {
   }
   if (!rows.empty()) std::cout << sweep_report(ResultsTable{knob_keys, rows}, report);
   if (!output.empty()) std::cout << fmt::format("\nresults: {} ({} runs)\n", output, rows.size());
+  if (shard.count > 1 && !rows.empty()) {
+    // A shard's best is the best of part of the grid: say so where it is printed.
+    std::cout << fmt::format("\nnote: shard {}/{}: the best above is of this shard's runs only; fraglab merge "
+                             "checks that all {} shards are there and names the grid's best\n",
+                             shard.index, shard.count, shard.count);
+  }
   return 0;
 }
 

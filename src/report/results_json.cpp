@@ -1,6 +1,8 @@
 // The results JSON of design.md. The keys listed there are stable: add keys, never rename them.
 #include "fraglab/report.hpp"
 
+#include "fraglab/trace_identity.hpp"
+
 namespace fraglab {
 
 nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
@@ -54,7 +56,9 @@ nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, con
                 {"source", trace.source},
                 {"events", summary.events},
                 {"allocs", summary.allocs},
-                {"peak_requested_bytes", summary.peak_requested}};
+                {"peak_requested_bytes", summary.peak_requested},
+                // The trace's identity (with name and events), which `check` compares.
+                {"request_hash", request_hash(trace)}};
   j["device"] = {{"kind", device.kind}, {"capacity_bytes", device.capacity}, {"external_bytes", device.external}};
   // Every run of one command starts the same way; the top level says how (design.md "What-if").
   if (!runs.empty()) j["start_state"] = start_state_name(runs.front().start_state);

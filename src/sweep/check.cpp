@@ -70,6 +70,58 @@ bool breaks(const Limit& limit, const CheckedMetric& m, double baseline, double 
   return false;
 }
 
+// The trace a results JSON was made from, as far as it says ("trace": name, events, request_hash).
+std::optional<TraceIdentity> trace_of(const nlohmann::json& doc) {
+  if (!doc.contains("trace") || !doc["trace"].is_object()) return std::nullopt;
+  const auto& t = doc["trace"];
+  TraceIdentity id;
+  id.name = t.contains("name") && t["name"].is_string() ? t["name"].get<std::string>() : "?";
+  if (t.contains("events") && t["events"].is_number_integer() && t["events"] >= 0) {
+    id.events = t["events"].get<std::uint64_t>();
+  }
+  if (t.contains("request_hash") && t["request_hash"].is_string()) id.request_hash = t["request_hash"].get<std::string>();
+  return id;
+}
+
+void compare_traces(const nlohmann::json& baseline, const nlohmann::json& current, const CheckOptions& options,
+                    CheckOutcome& out) {
+  out.baseline_trace = trace_of(baseline);
+  out.current_trace = trace_of(current);
+  const TraceIdentity none{"?", 0, ""};
+  const TraceIdentity& b = out.baseline_trace ? *out.baseline_trace : none;
+  const TraceIdentity& c = out.current_trace ? *out.current_trace : none;
+  if (b.request_hash.empty() || c.request_hash.empty()) {
+    if (b.request_hash.empty()) {
+      out.warnings.push_back(
+          "the baseline has no trace identity (recorded before fraglab kept one), so a changed trace cannot be "
+          "detected; refresh it with: fraglab check TRACE --baseline FILE --update-baseline");
+    }
+    if (c.request_hash.empty()) {
+      out.warnings.push_back("the results have no trace identity (written before fraglab kept one), so the trace "
+                             "cannot be compared with the baseline's; rewrite them with fraglab replay --json");
+    }
+    // What can still be compared: name and event count.
+    if (b.name != c.name || b.events != c.events) {
+      out.notes.push_back(fmt::format("trace: baseline {} ({} events), now {} ({} events)", b.name, b.events, c.name,
+                                      c.events));
+    }
+    return;
+  }
+  if (b.request_hash != c.request_hash || b.events != c.events) {
+    out.trace_changed = true;
+    const std::string what = fmt::format("the trace changed: baseline {}, now {}", describe(b), describe(c));
+    if (options.allow_trace_change) {
+      out.notes.push_back(what + " (allowed by --allow-trace-change)");
+    } else {
+      out.problems.push_back(what + "; if the new trace is intended, refresh the baseline (fraglab check TRACE "
+                                    "--baseline FILE --update-baseline) or pass --allow-trace-change");
+    }
+  } else if (b.name != c.name) {
+    out.notes.push_back(fmt::format("trace: baseline named {}, now {} (same requests, {})", b.name, c.name,
+                                    c.request_hash));
+  }
+}
+
 }  // namespace
 
 const std::vector<CheckedMetric>& checked_metrics() {
@@ -143,7 +195,7 @@ std::size_t CheckOutcome::regressions() const {
 }
 
 CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current,
-                           const Thresholds& thresholds) {
+                           const Thresholds& thresholds, const CheckOptions& options) {
   for (const auto* doc : {&baseline, &current}) {
     if (!doc->is_object() || !doc->contains("runs") || !(*doc)["runs"].is_array()) {
       throw InputError(fmt::format("the {} is not a results JSON (no \"runs\" list; write one with fraglab replay "
@@ -157,12 +209,7 @@ CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json&
     const auto& v = doc[section][key];
     return v.is_string() ? v.get<std::string>() : v.dump();
   };
-  if (text_at(baseline, "trace", "name") != text_at(current, "trace", "name") ||
-      text_at(baseline, "trace", "events") != text_at(current, "trace", "events")) {
-    out.notes.push_back(fmt::format("trace: baseline {} ({} events), now {} ({} events)",
-                                    text_at(baseline, "trace", "name"), text_at(baseline, "trace", "events"),
-                                    text_at(current, "trace", "name"), text_at(current, "trace", "events")));
-  }
+  compare_traces(baseline, current, options, out);
   if (text_at(baseline, "device", "capacity_bytes") != text_at(current, "device", "capacity_bytes") ||
       text_at(baseline, "device", "external_bytes") != text_at(current, "device", "external_bytes")) {
     out.notes.push_back(fmt::format("device: baseline capacity {} external {}, now {} external {}",

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "results_lines.hpp"
 
@@ -35,7 +36,8 @@ std::string results_text(const ResultsTable& table, ResultsFormat format) {
   std::vector<SweepRow> rows = table.rows;
   sort_rows(rows);
   std::string out;
-  if (format == ResultsFormat::Csv) out = csv_header(table.knob_keys) + '\n';
+  if (table.meta) out = fmt::format("{}{}\n", format == ResultsFormat::Csv ? kCsvMetaPrefix : "", meta_line(*table.meta));
+  if (format == ResultsFormat::Csv) out += csv_header(table.knob_keys) + '\n';
   for (const SweepRow& row : rows) out += format_row(row, table.knob_keys, format);
   return out;
 }
@@ -61,6 +63,7 @@ ResultsTable read_results(const std::string& path, std::size_t* partial_tail) {
   if (partial_tail != nullptr) *partial_tail = text.size() - complete;
 
   bool have_keys = false;  // CSV: header seen; JSONL: first row seen
+  bool first = true;       // the first non-empty line, where the sweep metadata may be
   size_t pos = 0;
   for (size_t line_no = 1; pos < complete; ++line_no) {
     const size_t nl = text.find('\n', pos);
@@ -69,6 +72,17 @@ ResultsTable read_results(const std::string& path, std::size_t* partial_tail) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
     const LineOrigin at = fmt::format("{}:{}", path, line_no);
+    const bool at_start = std::exchange(first, false);
+    if (format == ResultsFormat::Csv && at_start && line.starts_with(kCsvMetaPrefix) &&
+        is_meta_line(line.substr(kCsvMetaPrefix.size()))) {
+      table.meta = parse_meta_line(line.substr(kCsvMetaPrefix.size()), at);
+      first = true;  // the header follows
+      continue;
+    }
+    if (format == ResultsFormat::Jsonl && at_start && is_meta_line(line)) {
+      table.meta = parse_meta_line(line, at);
+      continue;
+    }
     if (format == ResultsFormat::Csv) {
       if (!have_keys) {
         table.knob_keys = parse_csv_header(line, at);
@@ -100,8 +114,9 @@ void write_results(const std::string& path, const ResultsTable& table) {
   if (ec) throw InputError(fmt::format("{}: cannot replace with {} ({})", path, temp, ec.message()));
 }
 
-ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume)
-    : path_(std::move(path)), knob_keys_(std::move(knob_keys)), format_(results_format(path_)) {
+ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume,
+                             std::optional<SweepMeta> meta)
+    : path_(std::move(path)), knob_keys_(std::move(knob_keys)), meta_(std::move(meta)), format_(results_format(path_)) {
   bool fresh = true;
   if (resume) {
     size_t tail = 0;
@@ -124,12 +139,31 @@ ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_key
                                    "--grid keys in the same order, or write to a new file and merge",
                                    path_, list(old.knob_keys), list(knob_keys_)));
     }
+    // Rows are keyed by trace name: rows of a trace that has since changed under the same name
+    // would be kept as if they were results of the new one. Another grid, shard or device is
+    // fine (rows are keyed by spec and device; the file takes this sweep's metadata).
+    if (has_keys && old.meta && meta_) {
+      for (const TraceIdentity& was : old.meta->traces) {
+        for (const TraceIdentity& now : meta_->traces) {
+          if (was.name == now.name && !(was == now)) {
+            throw InputError(fmt::format("{}: its rows are of another trace named {} ({}; this sweep's is {}); "
+                                         "write to a new file, or start this one again with --overwrite",
+                                         path_, was.name, describe(was), describe(now)));
+          }
+        }
+      }
+    }
     existing_ = std::move(old.rows);
     fresh = !has_keys;
   }
   file_ = std::fopen(path_.c_str(), fresh ? "wb" : "ab");
   if (file_ == nullptr) throw InputError(fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
-  if (fresh && format_ == ResultsFormat::Csv) write_or_fail(file_, csv_header(knob_keys_) + '\n', path_);
+  if (fresh) {
+    std::string head;
+    if (meta_) head = fmt::format("{}{}\n", format_ == ResultsFormat::Csv ? kCsvMetaPrefix : "", meta_line(*meta_));
+    if (format_ == ResultsFormat::Csv) head += csv_header(knob_keys_) + '\n';
+    if (!head.empty()) write_or_fail(file_, head, path_);
+  }
 }
 
 ResultsStream::~ResultsStream() {
@@ -141,7 +175,7 @@ void ResultsStream::append(const SweepRow& row) { write_or_fail(file_, format_ro
 void ResultsStream::finish(std::vector<SweepRow> rows) {
   std::fclose(file_);
   file_ = nullptr;
-  write_results(path_, ResultsTable{knob_keys_, std::move(rows)});
+  write_results(path_, ResultsTable{knob_keys_, std::move(rows), meta_});
 }
 
 }  // namespace fraglab

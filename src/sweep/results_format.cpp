@@ -170,39 +170,55 @@ SweepRow parse_csv_row(std::string_view line, const std::vector<std::string>& kn
 
 SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_keys, bool keys_known,
                          const LineOrigin& at) {
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not a JSON object ({})", at, e.what()));
+  // Checked field by field (no library exception text): each message names the file, the line
+  // and the field, and says what was expected.
+  const auto j = nlohmann::ordered_json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    throw InputError(fmt::format("{}: not a JSON object (expected a results row: trace, device, spec, knobs and the "
+                                 "metrics)",
+                                 at));
   }
+  auto text = [&](const char* key) {
+    if (!j.contains(key)) throw InputError(fmt::format("{}: the row has no '{}'", at, key));
+    if (!j[key].is_string()) throw InputError(fmt::format("{}: '{}' = {}: expected a string", at, key, j[key].dump()));
+    return j[key].get<std::string>();
+  };
   SweepRow row;
-  try {
-    row.trace = j.at("trace").get<std::string>();
-    row.device = j.at("device").get<std::string>();
-    row.spec = j.at("spec").get<std::string>();
-    const auto& knobs = j.at("knobs");
-    if (!knobs.is_object()) throw InputError(fmt::format("{}: 'knobs' must be an object", at));
-    if (!keys_known) {
-      knob_keys.clear();
-      for (const auto& [key, value] : knobs.items()) knob_keys.push_back(key);
+  row.trace = text("trace");
+  row.device = text("device");
+  row.spec = text("spec");
+  if (!j.contains("knobs") || !j["knobs"].is_object()) {
+    throw InputError(fmt::format("{}: 'knobs' must be an object (swept option -> value or null)", at));
+  }
+  const auto& knobs = j["knobs"];
+  if (!keys_known) {
+    knob_keys.clear();
+    for (const auto& [key, value] : knobs.items()) knob_keys.push_back(key);
+  }
+  if (knobs.size() != knob_keys.size()) {
+    throw InputError(fmt::format("{}: knobs differ from the file's first row (expected {} options)", at,
+                                 knob_keys.size()));
+  }
+  for (const std::string& key : knob_keys) {
+    if (!knobs.contains(key)) throw InputError(fmt::format("{}: knobs lack '{}' (the first row has it)", at, key));
+    const auto& v = knobs[key];
+    if (!v.is_null() && !v.is_string()) {
+      throw InputError(fmt::format("{}: knobs.{} = {}: expected a string or null", at, key, v.dump()));
     }
-    if (knobs.size() != knob_keys.size()) {
-      throw InputError(fmt::format("{}: knobs differ from the file's first row (expected {} options)", at,
-                                   knob_keys.size()));
+    row.knobs.push_back(v.is_null() ? std::nullopt : std::optional<std::string>(v.get<std::string>()));
+  }
+  for (const MetricColumn& c : kMetricColumns) {
+    if (!j.contains(c.name)) throw InputError(fmt::format("{}: the row has no '{}'", at, c.name));
+    const auto& v = j[c.name];
+    if (c.is_double) {
+      if (!v.is_number()) throw InputError(fmt::format("{}: {} = {}: expected a number", at, c.name, v.dump()));
+      row.metrics.*c.ratio = v.get<double>();
+    } else {
+      if (!v.is_number_unsigned()) {
+        throw InputError(fmt::format("{}: {} = {}: expected a non-negative integer", at, c.name, v.dump()));
+      }
+      row.metrics.*c.count = v.get<std::uint64_t>();
     }
-    for (const std::string& key : knob_keys) {
-      if (!knobs.contains(key)) throw InputError(fmt::format("{}: knobs lack '{}' (the first row has it)", at, key));
-      const auto& v = knobs.at(key);
-      row.knobs.push_back(v.is_null() ? std::nullopt : std::optional<std::string>(v.get<std::string>()));
-    }
-    for (const MetricColumn& c : kMetricColumns) {
-      const auto& v = j.at(c.name);
-      if (c.is_double) row.metrics.*c.ratio = v.get<double>();
-      else row.metrics.*c.count = v.get<std::uint64_t>();
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: {}", at, e.what()));
   }
   return row;
 }

@@ -19,4 +19,9 @@ SweepRow parse_csv_row(std::string_view line, const std::vector<std::string>& kn
 SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_keys, bool keys_known,
                          const LineOrigin& at);
 
+// The sweep metadata line (sweep_meta.cpp): in JSONL the line itself, in CSV the text after "# ".
+bool is_meta_line(std::string_view json_text);
+SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at);
+inline constexpr std::string_view kCsvMetaPrefix = "# ";
+
 }  // namespace fraglab

@@ -37,6 +37,8 @@ TEST_P(CiGate, SampleMatchesItsBaseline) {
                                     << " -p pytorch -p pytorch:expandable_segments:True -p nocache --update-baseline";
   const auto run = testing::run_fraglab("check " + trace.string() + " --baseline " + baseline.string());
   EXPECT_EQ(run.status, 0) << run.out << run.err;
+  // The baseline records the sample's identity, so a changed sample cannot pass unnoticed.
+  EXPECT_EQ(run.err.find("no trace identity"), std::string::npos) << run.err;
 }
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {

@@ -1,5 +1,5 @@
-// Results files: exact round trips in CSV and JSONL, the canonical order, whole lines only, and
-// the append stream's resume.
+// Results files: exact round trips in CSV and JSONL, the canonical order, whole lines only, the
+// append stream's resume, and the sweep metadata line (shard, grid, device, traces).
 #include <gtest/gtest.h>
 
 #include "fraglab/sweep.hpp"
@@ -166,6 +166,114 @@ TEST(Results, ResumingAMissingFileStartsIt) {
   ResultsStream stream(path, {"a"}, true);
   EXPECT_TRUE(stream.existing().empty());
   EXPECT_EQ(read_text(path), csv_header({"a"}) + "\n");
+}
+
+SweepMeta meta(std::size_t shard, std::size_t shards) {
+  SweepGrid grid;
+  grid.base_spec = "pytorch:expandable_segments:False";
+  grid.axes = {parse_grid_axis("a=none,64"), parse_grid_axis("b=[1:2,>:4],True")};
+  return sweep_meta(grid, "sim:40GiB", {{"t", 12, "fnv1a64:0123456789abcdef"}, {"u \"q\"", 3, "fnv1a64:ff"}},
+                    Shard{shard, shards});
+}
+
+TEST(Results, MetadataLineRoundTripsAndComesFirst) {
+  const fs::path dir = testing::scratch_dir("results");
+  ResultsTable table{{"a", "b"}, {row("t", {"64", "True"}, 5)}, meta(1, 3)};
+  for (const char* name : {"m.csv", "m.jsonl"}) {
+    const std::string path = (dir / name).string();
+    write_results(path, table);
+    const std::string text = read_text(path);
+    // Written by hand from the format in sweep.hpp: one line, fixed key order.
+    const std::string line =
+        R"({"fraglab_sweep":1,"shard":"1/3","policy":"pytorch:expandable_segments:False",)"
+        R"("grid":["a=none,64","b=[1:2,>:4],True"],"device":"sim:40GiB","traces":[)"
+        R"({"name":"t","events":12,"request_hash":"fnv1a64:0123456789abcdef"},)"
+        R"({"name":"u \"q\"","events":3,"request_hash":"fnv1a64:ff"}]})";
+    EXPECT_EQ(text.substr(0, text.find('\n')), std::string(name == std::string("m.csv") ? "# " : "") + line) << name;
+    const ResultsTable back = read_results(path);
+    ASSERT_TRUE(back.meta.has_value()) << name;
+    EXPECT_EQ(*back.meta, *table.meta) << name;
+    EXPECT_EQ(back.rows, table.rows) << name;
+    EXPECT_EQ(back.knob_keys, table.knob_keys) << name;
+  }
+  // The grid text parses back to the same axes.
+  const SweepGrid grid = meta_grid(*table.meta);
+  ASSERT_EQ(grid.axes.size(), 2u);
+  EXPECT_EQ(grid.axes[1].values, (std::vector<std::optional<std::string>>{"[1:2,>:4]", "True"}));
+  EXPECT_EQ(grid.axes[0].values, (std::vector<std::optional<std::string>>{std::nullopt, "64"}));
+}
+
+TEST(Results, FilesWithoutMetadataStillRead) {
+  // As written before the metadata line existed.
+  const fs::path dir = testing::scratch_dir("results");
+  const std::string csv = (dir / "old.csv").string();
+  write_text(csv, csv_header({"a"}) + "\n" + format_row(row("t", {"64"}, 9), {"a"}, ResultsFormat::Csv));
+  const ResultsTable back = read_results(csv);
+  EXPECT_FALSE(back.meta.has_value());
+  ASSERT_EQ(back.rows.size(), 1u);
+  EXPECT_EQ(back.rows[0].metrics.peak_reserved, 9u);
+}
+
+TEST(Results, ResumeRefusesRowsOfAnotherTraceOfTheSameName) {
+  const fs::path dir = testing::scratch_dir("results");
+  for (const char* name : {"r.csv", "r.jsonl"}) {
+    const std::string path = (dir / name).string();
+    fs::remove(path);
+    {
+      ResultsStream stream(path, {"a", "b"}, false, meta(0, 2));
+      stream.append(row("t", {"64", "True"}, 1));
+    }
+    EXPECT_EQ(read_results(path).meta, meta(0, 2)) << name;
+    // Another shard or grid of the same traces resumes, and the file takes its metadata.
+    {
+      ResultsStream other(path, {"a", "b"}, true, meta(1, 2));
+      other.finish(other.existing());
+    }
+    EXPECT_EQ(read_results(path).meta, meta(1, 2)) << name;
+    // Trace "t" with other requests: its rows in the file are not results of this sweep.
+    SweepMeta changed = meta(1, 2);
+    changed.traces[0].request_hash = "fnv1a64:1111111111111111";
+    try {
+      ResultsStream stream(path, {"a", "b"}, true, changed);
+      FAIL() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": its rows are of another trace named t (t (12 events, requests "
+                                                   "fnv1a64:0123456789abcdef); this sweep's is t (12 events, requests "
+                                                   "fnv1a64:1111111111111111))"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Results, MalformedJsonlRowsNameFileLineAndField) {
+  const fs::path dir = testing::scratch_dir("results");
+  const std::string path = (dir / "bad-fields.jsonl").string();
+  const std::string good = format_row(row("t", {"64"}, 9), {"a"}, ResultsFormat::Jsonl);
+  auto error = [&](const std::string& second_line) {
+    write_text(path, good + second_line + "\n");
+    try {
+      read_results(path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  std::string bad = good;
+  const std::string field = "\"peak_reserved_bytes\":9,";
+  bad.replace(bad.find(field), field.size(), "\"peak_reserved_bytes\":\"x\",");
+  bad.pop_back();
+  EXPECT_EQ(error(bad), path + ":2: peak_reserved_bytes = \"x\": expected a non-negative integer");
+  EXPECT_EQ(error("[1,2]"), path + ":2: not a JSON object (expected a results row: trace, device, spec, knobs and the "
+                                   "metrics)");
+  EXPECT_EQ(error("{\"trace\":"), path + ":2: not a JSON object (expected a results row: trace, device, spec, knobs "
+                                          "and the metrics)");
+  EXPECT_EQ(error("{\"trace\":1}"), path + ":2: 'trace' = 1: expected a string");
+  std::string knob = good;
+  const std::string value = "\"a\":\"64\"";
+  knob.replace(knob.find(value), value.size(), "\"a\":64");
+  knob.pop_back();
+  EXPECT_EQ(error(knob), path + ":2: knobs.a = 64: expected a string or null");
 }
 
 }  // namespace

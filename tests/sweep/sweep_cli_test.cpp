@@ -58,9 +58,10 @@ const std::string kGrid =
     "--grid roundup_power2_divisions=none,2,4,8";  // 48 settings
 
 size_t data_rows(const std::string& text) {
-  // Whole lines only, minus the header.
+  // Whole lines only, minus the sweep-metadata line ("# {...}") and the header.
+  const size_t head = text.starts_with("# ") ? 2 : 1;
   const size_t lines = count_lines(text);
-  return lines == 0 ? 0 : lines - 1;
+  return lines < head ? 0 : lines - head;
 }
 
 TEST(SweepCli, KilledSweepResumesToTheUninterruptedResult) {

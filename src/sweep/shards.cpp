@@ -1,0 +1,134 @@
+// `merge`'s completeness check (check_shards in include/fraglab/sweep.hpp): a merge that names a
+// "best" setting must have seen the whole grid, so shards of other sweeps, a shard given twice, a
+// shard left out or a shard that did not finish are each reported, naming the files and shards.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "fraglab/sweep.hpp"
+
+namespace fraglab {
+namespace {
+
+std::string traces_text(const std::vector<TraceIdentity>& traces) {
+  std::string out;
+  for (const TraceIdentity& t : traces) out += fmt::format("{}{}", out.empty() ? "" : ", ", describe(t));
+  return out.empty() ? std::string("none") : out;
+}
+
+// Why two files are not shards of one sweep; empty if they are.
+std::string difference(const SweepMeta& a, const SweepMeta& b) {
+  if (a.policy != b.policy || a.grid != b.grid) return fmt::format("grids ({} vs {})", grid_command(a), grid_command(b));
+  if (a.traces != b.traces) return fmt::format("traces ({} vs {})", traces_text(a.traces), traces_text(b.traces));
+  if (a.device != b.device) return fmt::format("devices ({} vs {})", a.device, b.device);
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> sweep_mismatches(const std::vector<std::pair<std::string, std::optional<SweepMeta>>>& files) {
+  std::vector<std::string> problems;
+  const std::pair<std::string, std::optional<SweepMeta>>* first = nullptr;
+  for (const auto& file : files) {
+    if (!file.second) continue;
+    if (first == nullptr) {
+      first = &file;
+      continue;
+    }
+    const std::string why = difference(*first->second, *file.second);
+    if (!why.empty()) {
+      problems.push_back(fmt::format("{} and {} are shards of different sweeps: different {}", first->first,
+                                     file.first, why));
+    }
+  }
+  return problems;
+}
+
+ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<SweepMeta>>>& files,
+                        const std::vector<SweepRow>& rows) {
+  ShardCheck out;
+  const std::pair<std::string, std::optional<SweepMeta>>* first = nullptr;
+  bool all_known = true;
+  for (const auto& file : files) {
+    if (!file.second) {
+      all_known = false;
+      out.warnings.push_back(fmt::format("{}: no sweep metadata (written before fraglab recorded shards and grids): "
+                                         "the merge cannot tell whether runs of its sweep are missing",
+                                         file.first));
+    } else if (first == nullptr) {
+      first = &file;
+    }
+  }
+  out.problems = sweep_mismatches(files);
+  if (first == nullptr || !out.problems.empty()) return out;
+  const SweepMeta& meta = *first->second;
+
+  // Each shard once.
+  std::map<std::pair<std::size_t, std::size_t>, std::string> shard_file;  // (count, index) -> file
+  for (const auto& [path, m] : files) {
+    if (!m) continue;
+    const auto [it, fresh] = shard_file.emplace(std::make_pair(m->shard.count, m->shard.index), path);
+    if (!fresh) {
+      out.problems.push_back(fmt::format("duplicated shard {}: in {} and in {}", shard_text(m->shard), it->second, path));
+    }
+  }
+
+  // The shards given cover the grid: run k (trace-major grid order) belongs to shard k mod N.
+  const std::vector<Setting> settings = expand_grid(meta_grid(meta));
+  const std::size_t runs = meta.traces.size() * settings.size();
+  std::vector<const std::pair<std::string, std::optional<SweepMeta>>*> owner(runs, nullptr);
+  std::size_t uncovered = 0;
+  for (std::size_t k = 0; k < runs; ++k) {
+    for (const auto& file : files) {
+      if (file.second && file.second->shard.contains(k)) {
+        owner[k] = &file;
+        break;
+      }
+    }
+    uncovered += owner[k] == nullptr ? 1 : 0;
+  }
+  if (uncovered > 0) {
+    std::set<std::size_t> counts;
+    for (const auto& [key, path] : shard_file) counts.insert(key.first);
+    if (counts.size() == 1) {
+      const std::size_t n = *counts.begin();
+      std::string missing;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (shard_file.count({n, i}) == 0) missing += fmt::format("{}{}/{}", missing.empty() ? "" : ", ", i, n);
+      }
+      out.problems.push_back(fmt::format("missing shard{} {} of the sweep {} ({} of its {} runs)",
+                                         missing.find(',') == std::string::npos ? "" : "s", missing,
+                                         grid_command(meta), uncovered, runs));
+    } else {
+      out.problems.push_back(fmt::format("{} of the {} runs of the sweep {} are in none of the shards given",
+                                         uncovered, runs, grid_command(meta)));
+    }
+  }
+
+  // Every run of a shard given is there (a shard that was killed and not resumed lacks some).
+  std::unordered_set<std::string> have;
+  for (const SweepRow& row : rows) have.insert(row_key(row));
+  std::map<std::string, std::pair<std::size_t, std::string>> lacking;  // file -> count, first missing run
+  for (std::size_t k = 0; k < runs; ++k) {
+    if (owner[k] == nullptr) continue;
+    const TraceIdentity& trace = meta.traces[k / settings.size()];
+    const std::string& spec = settings[k % settings.size()].spec;
+    if (have.count(row_key(trace.name, meta.device, spec)) != 0) continue;
+    auto& entry = lacking[owner[k]->first];
+    if (entry.first++ == 0) entry.second = fmt::format("trace {}, spec {}", trace.name, spec);
+  }
+  for (const auto& [path, entry] : lacking) {
+    out.problems.push_back(fmt::format("{} lacks {} run{} of its shard (e.g. {}): the sweep did not finish; resume it "
+                                       "with the same command and --resume",
+                                       path, entry.first, entry.first == 1 ? "" : "s", entry.second));
+  }
+  if (out.problems.empty() && all_known) {
+    out.merged = meta;
+    out.merged->shard = Shard{};
+  }
+  return out;
+}
+
+}  // namespace fraglab

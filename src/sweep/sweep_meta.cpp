@@ -1,0 +1,118 @@
+// The sweep metadata a results file starts with (include/fraglab/sweep.hpp, SweepMeta): which
+// shard of which grid, on which device, over which traces. Its line is written in one fixed
+// key order so that a finished sweep and the merge of its shards stay byte-identical.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "fraglab/sweep.hpp"
+#include "results_lines.hpp"
+
+namespace fraglab {
+
+std::string shard_text(const Shard& shard) { return fmt::format("{}/{}", shard.index, shard.count); }
+
+std::string grid_axis_text(const GridAxis& axis) {
+  std::string out = axis.key + '=';
+  for (size_t i = 0; i < axis.values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += axis.values[i] ? *axis.values[i] : "none";
+  }
+  return out;
+}
+
+SweepMeta sweep_meta(const SweepGrid& grid, const std::string& device, const std::vector<TraceIdentity>& traces,
+                     const Shard& shard, const std::string& start_state) {
+  SweepMeta meta;
+  meta.start_state = start_state;
+  meta.shard = shard;
+  meta.policy = grid.base_spec;
+  for (const GridAxis& axis : grid.axes) meta.grid.push_back(grid_axis_text(axis));
+  meta.device = device;
+  meta.traces = traces;
+  return meta;
+}
+
+SweepGrid meta_grid(const SweepMeta& meta) {
+  SweepGrid grid;
+  grid.base_spec = meta.policy;
+  for (const std::string& axis : meta.grid) grid.axes.push_back(parse_grid_axis(axis));
+  return grid;
+}
+
+std::string grid_command(const SweepMeta& meta) {
+  std::string out = "-p " + meta.policy;
+  for (const std::string& axis : meta.grid) out += " --grid " + axis;
+  return out;
+}
+
+std::string meta_line(const SweepMeta& meta) {
+  nlohmann::ordered_json j;
+  j["fraglab_sweep"] = 1;
+  j["shard"] = shard_text(meta.shard);
+  j["policy"] = meta.policy;
+  j["grid"] = meta.grid;
+  j["device"] = meta.device;
+  nlohmann::ordered_json traces = nlohmann::ordered_json::array();
+  for (const TraceIdentity& t : meta.traces) {
+    nlohmann::ordered_json tj;
+    tj["name"] = t.name;
+    tj["events"] = t.events;
+    tj["request_hash"] = t.request_hash;
+    traces.push_back(std::move(tj));
+  }
+  j["traces"] = std::move(traces);
+  j["start_state"] = meta.start_state;
+  return j.dump();
+}
+
+bool is_meta_line(std::string_view json_text) {
+  // Rows start with {"trace": ...; the metadata with {"fraglab_sweep": ... (meta_line()).
+  return json_text.starts_with("{\"fraglab_sweep\"");
+}
+
+SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  const auto bad = [&](std::string_view what) {
+    return InputError(fmt::format("{}: sweep metadata: {} (expected {})", at, what,
+                                  R"({"fraglab_sweep":1,"shard":"I/N","policy":S,"grid":[S...],"device":S,)"
+                                  R"("traces":[{"name":S,"events":N,"request_hash":S}...]})"));
+  };
+  if (j.is_discarded() || !j.is_object()) throw bad("not a JSON object");
+  if (!j.contains("fraglab_sweep") || j["fraglab_sweep"] != 1) throw bad("unknown version (this fraglab reads 1)");
+  auto text = [&](const char* key) {
+    if (!j.contains(key) || !j[key].is_string()) throw bad(fmt::format("'{}' must be a string", key));
+    return j[key].get<std::string>();
+  };
+  SweepMeta meta;
+  try {
+    meta.shard = parse_shard(text("shard"));
+  } catch (const InputError& e) {
+    throw bad(e.what());
+  }
+  meta.policy = text("policy");
+  meta.device = text("device");
+  meta.start_state = j.contains("start_state") ? text("start_state") : "recorded";
+  if (!j.contains("grid") || !j["grid"].is_array()) throw bad("'grid' must be a list of KEY=V1,V2 strings");
+  for (const auto& axis : j["grid"]) {
+    if (!axis.is_string()) throw bad("'grid' must be a list of KEY=V1,V2 strings");
+    try {
+      parse_grid_axis(axis.get<std::string>());
+    } catch (const InputError& e) {
+      throw bad(e.what());
+    }
+    meta.grid.push_back(axis.get<std::string>());
+  }
+  if (!j.contains("traces") || !j["traces"].is_array()) throw bad("'traces' must be a list");
+  for (const auto& t : j["traces"]) {
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("events") ||
+        !t["events"].is_number_unsigned() || !t.contains("request_hash") || !t["request_hash"].is_string()) {
+      throw bad("each trace must be {\"name\":S,\"events\":N,\"request_hash\":S}");
+    }
+    meta.traces.push_back({t["name"].get<std::string>(), t["events"].get<std::uint64_t>(),
+                           t["request_hash"].get<std::string>()});
+  }
+  return meta;
+}
+
+}  // namespace fraglab
