@@ -110,6 +110,16 @@ enum class ResultsFormat { Csv, Jsonl };
 // By extension: ".csv" or ".jsonl". Throws InputError naming the path otherwise.
 ResultsFormat results_format(const std::string& path);
 
+// What a sweep knows of each trace beyond its rows (by trace name).
+struct SweepTraceContext {
+  // The trace's own recorded allocator settings as a spec (empty: not a recorded run). A grid
+  // row of the same policy is the baseline; otherwise `recorded_run` is.
+  std::string recorded_spec;
+  std::optional<SweepRow> recorded_run;  // the recorded settings replayed, when not a grid point
+  std::string start_state;               // "recorded" / "cold"; empty when the trace starts from nothing
+  bool operator==(const SweepTraceContext&) const = default;
+};
+
 // What a results file records about the sweep that wrote it (sweep_meta.cpp), so that `merge`
 // can tell a complete set of shards of one sweep from a partial or mixed one. Written as the
 // file's first line: in JSONL the object {"fraglab_sweep":1,"shard":"I/N","policy":..,"grid":[..],
@@ -124,10 +134,14 @@ struct SweepMeta {
   // --start-state (recorded, cold, auto): shards replayed from other starts do not merge. Files
   // that do not record it were written when every replay started from the recorded state.
   std::string start_state = "auto";
+  // Per trace name: its start state and recorded settings, with their run when they are not a
+  // grid point, so a merge reports against the same baseline as the sweep itself.
+  std::map<std::string, SweepTraceContext> contexts;
   bool operator==(const SweepMeta&) const = default;
 };
 SweepMeta sweep_meta(const SweepGrid& grid, const std::string& device, const std::vector<TraceIdentity>& traces,
-                     const Shard& shard, const std::string& start_state = "auto");
+                     const Shard& shard, const std::string& start_state = "auto",
+                     std::map<std::string, SweepTraceContext> contexts = {});
 // The grid back from the metadata (throws InputError if a grid axis does not parse).
 SweepGrid meta_grid(const SweepMeta& meta);
 std::string meta_line(const SweepMeta& meta);  // the JSON object, no '\n'
@@ -235,15 +249,6 @@ std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows);
 // fraglab's own `version` option is dropped, and the value is single-quoted when a shell would
 // otherwise read it ([, >, spaces). nullopt for other policies.
 std::optional<std::string> alloc_conf_line(std::string_view spec);
-
-// What a sweep knows of each trace beyond its rows (by trace name).
-struct SweepTraceContext {
-  // The trace's own recorded allocator settings as a spec (empty: not a recorded run). A grid
-  // row of the same policy is the baseline; otherwise `recorded_run` is.
-  std::string recorded_spec;
-  std::optional<SweepRow> recorded_run;  // the recorded settings replayed, when not a grid point
-  std::string start_state;               // "recorded" / "cold", for the section header
-};
 
 struct SweepReportOptions {
   std::size_t top = 25;  // table rows per trace; 0 = all

@@ -47,7 +47,7 @@ std::string baseline_device(const nlohmann::json& baseline) {
 
 int cmd_check(int argc, char** argv) {
   po::options_description options("options");
-  std::string trace_path, baseline_path, results_path, device_spec, json_path, junit_path;
+  std::string trace_path, baseline_path, results_path, device_spec, json_path, junit_path, start_option;
   std::vector<std::string> specs, max_regress, max, ignored;
   int device_index = -1;
   options.add_options()
@@ -65,7 +65,10 @@ int cmd_check(int argc, char** argv) {
       ("update-baseline", "write the results to --baseline FILE instead of comparing")
       ("allow-trace-change", "compare even when the trace is not the one the baseline was recorded from")
       ("json", po::value(&json_path), "also write the outcome as JSON to FILE (- for stdout)")
-      ("junit", po::value(&junit_path), "also write the outcome as JUnit XML to FILE (- for stdout)");
+      ("junit", po::value(&junit_path), "also write the outcome as JUnit XML to FILE (- for stdout)")
+      ("start-state", po::value(&start_option),
+       "recorded|cold|auto: where replays of a trace that begins mid-run start (default: the baseline's "
+       "start_state, else auto; see fraglab replay --help)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -113,13 +116,23 @@ int cmd_check(int argc, char** argv) {
       create_policy(spec, *device);
     }
     const TraceReadOptions read_options{.device_index = device_index};
+    // Like is compared with like: the baseline's start state unless told otherwise.
+    if (start_option.empty()) {
+      start_option = have_baseline && baseline.contains("start_state") && baseline["start_state"].is_string()
+                         ? baseline["start_state"].get<std::string>()
+                         : "auto";
+    }
+    check_start_state_option(start_option);
     const Trace trace = load_trace(trace_path, read_options);
+    ReplayOptions replay;
+    replay.start_state = choose_start_state(start_option, trace, specs);
     std::vector<ReplayResult> runs;
     for (const std::string& spec : specs) {
       std::unique_ptr<Device> device = make_device(device_spec);
       std::unique_ptr<Policy> policy = create_policy(spec, *device);
-      runs.push_back(Replayer(trace, *policy, *device).run(spec));
+      runs.push_back(Replayer(trace, *policy, *device, replay).run(spec));
     }
+    mark_recorded_settings(trace, runs);
     current = results_json(trace, summarize(trace), describe_device(device_spec), runs);
   }
 

@@ -106,6 +106,7 @@ int cmd_merge(int argc, char** argv) {
   if (!vm.count("no-report") && !merged.rows.empty()) {
     SweepReportOptions report;
     report.top = top;
+    if (merged.meta) report.traces = merged.meta->contexts;
     std::cout << '\n' << sweep_report(merged, report);
   }
   return 0;

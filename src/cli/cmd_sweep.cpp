@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -165,6 +166,36 @@ int cmd_sweep(int argc, char** argv) {
   for (const Setting& s : settings) all_specs.push_back(s.spec);
   std::vector<StartState> start_states;
   for (const Trace& trace : traces) start_states.push_back(choose_start_state(start_option, trace, all_specs));
+  SweepRunOptions run_options;
+  run_options.threads = threads;
+  run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
+  run_options.make_device = [&device_spec] { return make_device(device_spec); };
+  // The recorded settings of each recorded trace: the baseline improvements are stated against.
+  // A grid point of the same policy is that baseline; otherwise they are replayed here, once, and
+  // the run travels in the results file's metadata (so a merge of shards reports the same).
+  std::map<std::string, SweepTraceContext> contexts;
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    SweepTraceContext& context = contexts[traces[t].name];
+    if (!traces[t].initial.empty()) context.start_state = std::string(start_state_name(start_states[t]));
+    const std::optional<std::string> recorded = recorded_spec(traces[t]);
+    if (!recorded) continue;
+    context.recorded_spec = *recorded;
+    const bool in_grid = std::any_of(settings.begin(), settings.end(),
+                                     [&](const Setting& s) { return same_policy(s.spec, *recorded); });
+    if (in_grid) continue;
+    std::vector<SweepJob> extra{{&traces[t], *recorded, start_states[t]}};
+    SweepRunOptions one = run_options;
+    one.threads = 1;
+    run_sweep(extra, one, [&](std::size_t, const ReplayResult& result) {
+      Setting setting;
+      setting.values.assign(knob_keys.size(), std::nullopt);
+      setting.spec = *recorded;
+      context.recorded_run = make_row(traces[t].name, device_spec, setting, result);
+    });
+  }
+  std::erase_if(contexts, [](const auto& entry) {
+    return entry.second.start_state.empty() && entry.second.recorded_spec.empty();
+  });
 
   // The file records its shard, grid and traces (merge checks them); it is opened once the traces
   // are read, since their identities are part of that record.
@@ -172,7 +203,8 @@ int cmd_sweep(int argc, char** argv) {
   if (!output.empty()) {
     std::vector<TraceIdentity> identities;
     for (const Trace& trace : traces) identities.push_back(trace_identity(trace));
-    stream = std::make_unique<ResultsStream>(output, knob_keys, resume, sweep_meta(grid, device_spec, identities, shard, start_option));
+    stream = std::make_unique<ResultsStream>(output, knob_keys, resume,
+                                             sweep_meta(grid, device_spec, identities, shard, start_option, contexts));
   }
   // Runs already in the file (resume), by key.
   std::unordered_map<std::string, const SweepRow*> done;
@@ -207,10 +239,6 @@ int cmd_sweep(int argc, char** argv) {
   std::vector<SweepJob> jobs;
   jobs.reserve(pending.size());
   for (const Pending& p : pending) jobs.push_back({&traces[p.trace], settings[p.setting].spec, start_states[p.trace]});
-  SweepRunOptions run_options;
-  run_options.threads = threads;
-  run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
-  run_options.make_device = [&device_spec] { return make_device(device_spec); };
   ProgressPrinter progress(jobs.size(), vm.count("no-progress") == 0);
   std::size_t finished = 0;
   run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
@@ -231,27 +259,7 @@ int cmd_sweep(int argc, char** argv) {
   }
   SweepReportOptions report;
   report.top = top;
-  // The recorded settings of each recorded trace: the baseline improvements are stated against.
-  // A grid point of the same policy is that baseline; otherwise they are replayed once more here.
-  for (std::size_t t = 0; t < traces.size(); ++t) {
-    SweepTraceContext& context = report.traces[traces[t].name];
-    context.start_state = std::string(start_state_name(start_states[t]));
-    const std::optional<std::string> recorded = recorded_spec(traces[t]);
-    if (!recorded) continue;
-    context.recorded_spec = *recorded;
-    const bool in_grid = std::any_of(settings.begin(), settings.end(),
-                                     [&](const Setting& s) { return same_policy(s.spec, *recorded); });
-    if (in_grid) continue;
-    std::vector<SweepJob> extra{{&traces[t], *recorded, start_states[t]}};
-    SweepRunOptions one = run_options;
-    one.threads = 1;
-    run_sweep(extra, one, [&](std::size_t, const ReplayResult& result) {
-      Setting setting;
-      setting.values.assign(knob_keys.size(), std::nullopt);
-      setting.spec = *recorded;
-      context.recorded_run = make_row(traces[t].name, device_spec, setting, result);
-    });
-  }
+  report.traces = contexts;
   if (!rows.empty()) std::cout << sweep_report(ResultsTable{knob_keys, rows}, report);
   if (!output.empty()) std::cout << fmt::format("\nresults: {} ({} runs)\n", output, rows.size());
   if (shard.count > 1 && !rows.empty()) {

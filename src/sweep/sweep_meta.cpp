@@ -21,10 +21,29 @@ std::string grid_axis_text(const GridAxis& axis) {
   return out;
 }
 
+namespace {
+
+// The knob keys of a grid's axis texts ("KEY=V1,V2"), in grid order: the columns of its rows.
+std::vector<std::string> keys_of_axes(const std::vector<std::string>& axes) {
+  std::vector<std::string> keys;
+  for (const std::string& axis : axes) keys.push_back(axis.substr(0, axis.find('=')));
+  return keys;
+}
+std::vector<std::string> knob_keys_of(const SweepMeta& meta) { return keys_of_axes(meta.grid); }
+std::vector<std::string> knob_keys_of_grid(const nlohmann::json& j) {
+  std::vector<std::string> axes;
+  for (const auto& axis : j["grid"]) axes.push_back(axis.get<std::string>());
+  return keys_of_axes(axes);
+}
+
+}  // namespace
+
 SweepMeta sweep_meta(const SweepGrid& grid, const std::string& device, const std::vector<TraceIdentity>& traces,
-                     const Shard& shard, const std::string& start_state) {
+                     const Shard& shard, const std::string& start_state,
+                     std::map<std::string, SweepTraceContext> contexts) {
   SweepMeta meta;
   meta.start_state = start_state;
+  meta.contexts = std::move(contexts);
   meta.shard = shard;
   meta.policy = grid.base_spec;
   for (const GridAxis& axis : grid.axes) meta.grid.push_back(grid_axis_text(axis));
@@ -63,6 +82,22 @@ std::string meta_line(const SweepMeta& meta) {
   }
   j["traces"] = std::move(traces);
   j["start_state"] = meta.start_state;
+  // The recorded settings of recorded traces, and their run when not a grid point (as a row).
+  nlohmann::ordered_json contexts = nlohmann::ordered_json::array();
+  const std::vector<std::string> keys = knob_keys_of(meta);
+  for (const auto& [name, c] : meta.contexts) {
+    nlohmann::ordered_json cj;
+    cj["trace"] = name;
+    cj["start_state"] = c.start_state;
+    cj["recorded_settings"] = c.recorded_spec;
+    if (c.recorded_run) {
+      std::string line = format_row(*c.recorded_run, keys, ResultsFormat::Jsonl);
+      line.pop_back();  // its '\n'
+      cj["recorded_run"] = nlohmann::ordered_json::parse(line);
+    }
+    contexts.push_back(std::move(cj));
+  }
+  if (!contexts.empty()) j["contexts"] = std::move(contexts);
   return j.dump();
 }
 
@@ -111,6 +146,21 @@ SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at) {
     }
     meta.traces.push_back({t["name"].get<std::string>(), t["events"].get<std::uint64_t>(),
                            t["request_hash"].get<std::string>()});
+  }
+  if (j.contains("contexts")) {
+    if (!j["contexts"].is_array()) throw bad("'contexts' must be a list");
+    std::vector<std::string> keys = knob_keys_of_grid(j);
+    for (const auto& c : j["contexts"]) {
+      if (!c.is_object() || !c.contains("trace") || !c["trace"].is_string() || !c.contains("start_state") ||
+          !c["start_state"].is_string() || !c.contains("recorded_settings") || !c["recorded_settings"].is_string()) {
+        throw bad("each context must be {\"trace\":S,\"start_state\":S,\"recorded_settings\":S[,\"recorded_run\":ROW]}");
+      }
+      SweepTraceContext context;
+      context.start_state = c["start_state"].get<std::string>();
+      context.recorded_spec = c["recorded_settings"].get<std::string>();
+      if (c.contains("recorded_run")) context.recorded_run = parse_jsonl_row(c["recorded_run"].dump(), keys, true, at);
+      meta.contexts[c["trace"].get<std::string>()] = std::move(context);
+    }
   }
   return meta;
 }

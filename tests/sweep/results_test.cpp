@@ -176,6 +176,33 @@ SweepMeta meta(std::size_t shard, std::size_t shards) {
                     Shard{shard, shards});
 }
 
+TEST(Results, RecordedBaselinesTravelInTheMetadata) {
+  const fs::path dir = testing::scratch_dir("results");
+  SweepMeta with_context = meta(0, 2);
+  with_context.start_state = "cold";
+  SweepTraceContext context;
+  context.start_state = "cold";
+  context.recorded_spec = "pytorch:garbage_collection_threshold:0.8";
+  context.recorded_run = row("t", {std::nullopt, std::nullopt}, 7);
+  context.recorded_run->spec = context.recorded_spec;
+  with_context.contexts["t"] = context;
+  with_context.contexts["u \"q\""] = SweepTraceContext{"pytorch", std::nullopt, "recorded"};
+  ResultsTable table{{"a", "b"}, {row("t", {"64", "True"}, 5)}, with_context};
+  for (const char* name : {"c.csv", "c.jsonl"}) {
+    const std::string path = (dir / name).string();
+    write_results(path, table);
+    const std::string text = read_text(path);
+    const std::string first = text.substr(0, text.find('\n'));
+    EXPECT_NE(first.find(R"("start_state":"cold","contexts":[{"trace":"t","start_state":"cold",)"
+                         R"("recorded_settings":"pytorch:garbage_collection_threshold:0.8","recorded_run":{)"),
+              std::string::npos)
+        << first;
+    const ResultsTable back = read_results(path);
+    ASSERT_TRUE(back.meta.has_value()) << name;
+    EXPECT_EQ(*back.meta, *table.meta) << name;
+  }
+}
+
 TEST(Results, MetadataLineRoundTripsAndComesFirst) {
   const fs::path dir = testing::scratch_dir("results");
   ResultsTable table{{"a", "b"}, {row("t", {"64", "True"}, 5)}, meta(1, 3)};
@@ -188,7 +215,7 @@ TEST(Results, MetadataLineRoundTripsAndComesFirst) {
         R"({"fraglab_sweep":1,"shard":"1/3","policy":"pytorch:expandable_segments:False",)"
         R"("grid":["a=none,64","b=[1:2,>:4],True"],"device":"sim:40GiB","traces":[)"
         R"({"name":"t","events":12,"request_hash":"fnv1a64:0123456789abcdef"},)"
-        R"({"name":"u \"q\"","events":3,"request_hash":"fnv1a64:ff"}]})";
+        R"({"name":"u \"q\"","events":3,"request_hash":"fnv1a64:ff"}],"start_state":"auto"})";
     EXPECT_EQ(text.substr(0, text.find('\n')), std::string(name == std::string("m.csv") ? "# " : "") + line) << name;
     const ResultsTable back = read_results(path);
     ASSERT_TRUE(back.meta.has_value()) << name;
