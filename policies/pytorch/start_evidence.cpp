@@ -1,0 +1,192 @@
+// Start-state block sizes from the trace's evidence: see start_evidence.hpp.
+#include "pytorch/start_evidence.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "pytorch/rounding.hpp"
+
+namespace fraglab::cca {
+namespace {
+
+Bytes saturating_add(Bytes a, Bytes b) { return a > kUnlimited - b ? kUnlimited : a + b; }
+
+// One initial allocation whose block is not recorded, while the trace can still tell about it.
+struct Pending {
+  std::size_t index = 0;  // in InitialState::allocations
+  Addr addr = 0;
+  Bytes rounded = 0;
+  Addr next = 0;                 // next known allocation's start, or the segment end
+  std::size_t next_alloc = ~std::size_t{0};  // index of the allocation at `next` (none: segment end)
+  PoolKind pool = PoolKind::Large;
+  StreamId stream = 0;
+  bool open = false;  // still live and no alloc has landed in the free space after it
+};
+
+// Block sizes are multiples of 512 whenever the rounded size is (§1.2): snap bounds to them.
+Bytes align_up(Bytes v, Bytes rounded) {
+  return rounded % kMinBlockSize != 0 ? v : (v + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+Bytes align_down(Bytes v, Bytes rounded) { return rounded % kMinBlockSize != 0 ? v : v / kMinBlockSize * kMinBlockSize; }
+
+}  // namespace
+
+StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
+  const InitialState& initial = trace.initial;
+  const auto& segs = initial.segments;
+  const auto& allocs = initial.allocations;
+  StartEvidence out;
+  out.blocks.resize(allocs.size());
+  const bool expandable_active = config.expandable_segments && has_expandable_segments(config.version);
+  const Bytes ms = config.max_split_size;
+  const Bytes slack = config.oversize_slack();
+
+  std::vector<std::size_t> seg_order(segs.size());
+  std::iota(seg_order.begin(), seg_order.end(), 0);
+  std::sort(seg_order.begin(), seg_order.end(), [&](auto x, auto y) { return segs[x].addr < segs[y].addr; });
+  std::vector<std::size_t> order(allocs.size());  // allocations by address
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](auto x, auto y) { return allocs[x].addr < allocs[y].addr; });
+  auto segment_of = [&](Addr addr) -> const InitialSegment* {
+    auto it = std::upper_bound(seg_order.begin(), seg_order.end(), addr,
+                               [&](Addr v, std::size_t s) { return v < segs[s].addr; });
+    if (it == seg_order.begin()) return nullptr;
+    const InitialSegment& s = segs[*(it - 1)];
+    return addr < s.addr + s.size ? &s : nullptr;
+  };
+
+  // The interval the split rule alone allows (§4.1), and the gap rule's guess.
+  std::vector<Pending> pending(allocs.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    const InitialAllocation& a = allocs[i];
+    const InitialSegment* seg = segment_of(a.addr);
+    if (seg == nullptr || a.block_size != 0) continue;
+    Pending& p = pending[i];
+    p.index = i;
+    p.addr = a.addr;
+    p.rounded = round_size(a.requested, config.rounding);
+    p.next = seg->addr + seg->size;
+    if (k + 1 < order.size() && allocs[order[k + 1]].addr < p.next) {
+      p.next = allocs[order[k + 1]].addr;
+      p.next_alloc = order[k + 1];
+    }
+    p.pool = seg->small_pool ? PoolKind::Small : PoolKind::Large;
+    p.stream = a.stream;
+    const Bytes gap = p.next - a.addr;
+    BlockInterval b;
+    if (p.rounded >= gap) {  // nothing else fits: the whole gap (as adopt() always did)
+      b.min = b.max = b.guess = gap;
+    } else {
+      // Largest remainder left unsplit: none in the small pool or expandable mode; up to 1 MiB
+      // below max_split_size; an oversize request takes a block < rounded + slack (§3.2 step 4)
+      // or a fresh segment rounded to 2 MiB (§1.5).
+      const bool tight = p.pool == PoolKind::Small || seg->expandable || expandable_active;
+      const Bytes max_rest = tight ? kMinBlockSize - 1
+                                   : (p.rounded < ms ? kSmallSize : std::max(slack, kRoundLarge) - 1);
+      b.min = p.rounded;
+      b.max = std::min(gap, p.rounded + align_down(max_rest, p.rounded));
+      const Bytes remaining = gap - p.rounded;
+      const bool split = tight ? remaining >= kMinBlockSize : p.rounded < ms && remaining > kSmallSize;
+      b.guess = split ? p.rounded : gap;
+      p.open = b.min != b.max;
+    }
+    out.blocks[i] = std::move(b);
+  }
+
+  std::unordered_map<AllocId, std::size_t> live_initial;  // id -> index, while live
+  for (std::size_t i = 0; i < allocs.size(); ++i) live_initial.emplace(allocs[i].id, i);
+  std::vector<char> live(allocs.size(), 1);
+  std::vector<std::size_t> open;
+  for (std::size_t i = 0; i < allocs.size(); ++i) {
+    if (pending[i].open) open.push_back(i);
+  }
+  std::vector<std::pair<Addr, Bytes>> new_segments;  // segment_alloc since the last alloc
+
+  for (const Event& e : trace.events) {
+    if (open.empty()) break;
+    if (e.op == Op::SegmentAlloc) new_segments.emplace_back(e.addr, e.size);
+    if ((e.op == Op::Free || e.op == Op::FreeCompleted)) {
+      auto it = live_initial.find(e.id);
+      if (it != live_initial.end()) {
+        live[it->second] = 0;
+        pending[it->second].open = false;  // its neighbourhood may merge from now on
+        live_initial.erase(it);
+      }
+    }
+    if (e.op != Op::Alloc) continue;
+    if (!e.has_addr) break;  // it may have landed after an open block: nothing more is sound
+
+    // Positive evidence: the first alloc in the free space after L starts at L's block end.
+    auto above = std::upper_bound(order.begin(), order.end(), e.addr,
+                                  [&](Addr v, std::size_t i) { return v <= allocs[i].addr; });
+    if (above != order.begin()) {
+      Pending& p = pending[*(above - 1)];
+      const bool reachable = p.next_alloc == ~std::size_t{0} ? e.addr < p.next : e.addr <= p.next;
+      if (p.open && e.addr >= p.addr + p.rounded && reachable) {
+        BlockInterval& b = *out.blocks[p.index];
+        const Bytes block = e.addr - p.addr;
+        if (block >= b.min && block <= b.max) {
+          b.min = b.max = block;
+          b.evidence = fmt::format("alloc {} placed at {:#x}, right after it", e.id, e.addr);
+        } else {
+          b.error = fmt::format(
+              "the start state is inconsistent: alloc {} placed at {:#x} makes the block of allocation {} at {:#x} "
+              "{} bytes, but a request rounded to {} bytes there has a block of {}..{} bytes (cca-spec §4.1)",
+              e.id, e.addr, allocs[p.index].id, p.addr, block, p.rounded, b.min, b.max);
+        }
+        p.open = false;
+      }
+    }
+
+    // Negative evidence: a request served by a new segment missed every cached block (§3.1).
+    const bool missed = std::any_of(new_segments.begin(), new_segments.end(), [&](const auto& s) {
+      return e.addr >= s.first && e.addr < s.first + s.second;
+    });
+    new_segments.clear();
+    if (!missed) continue;
+    const Bytes rounded = round_size(e.size, config.rounding);
+    const PoolKind pool = pool_for(rounded);
+    // A cached block of F bytes is refused when F < rounded, or when it is too large for the
+    // max_split_size rules: F >= ms for a normal request, F >= rounded + slack for an oversize one.
+    const Bytes too_large = rounded < ms ? ms : saturating_add(rounded, slack);
+    for (std::size_t i : open) {
+      Pending& p = pending[i];
+      if (!p.open || p.pool != pool || p.stream != e.stream) continue;
+      BlockInterval& b = *out.blocks[i];
+      // While nothing landed after L, the free block after it holds [L + block, next): F >= that,
+      // and F is exactly that while the allocation at `next` lives (or `next` is the segment end).
+      const Bytes reach = p.next - p.addr;
+      const bool exact = p.next_alloc == ~std::size_t{0} || live[p.next_alloc];
+      if (too_large != kUnlimited && !exact) continue;  // F may be large: nothing follows
+      // Sizes with F < rounded: block > reach - rounded.
+      const Bytes small_from = reach >= rounded ? align_up(reach - rounded + 1, p.rounded) : 0;
+      const Bytes lo1 = std::max(b.min, small_from);
+      const bool piece1 = lo1 <= b.max;
+      // Sizes with F >= too_large: block <= reach - too_large.
+      const bool piece2 = too_large != kUnlimited && reach >= too_large && b.min <= reach - too_large;
+      const Bytes hi2 = piece2 ? std::min(b.max, reach - too_large) : 0;
+      if (piece1 && piece2) continue;
+      const std::string why = fmt::format("alloc {} of {} bytes took a new segment", e.id, rounded);
+      if (!piece1 && !piece2) {
+        b.error = fmt::format(
+            "the start state is inconsistent: {} although the free block after allocation {} at {:#x} would have "
+            "served it for every block size of {}..{} bytes (cca-spec §3.1)",
+            why, allocs[i].id, p.addr, b.min, b.max);
+        p.open = false;
+        continue;
+      }
+      if (piece1 && lo1 == b.min) continue;  // nothing ruled out
+      if (piece1) b.min = lo1;
+      else b.max = hi2;
+      b.evidence += (b.evidence.empty() ? "" : "; ") + why;
+      if (b.determined()) p.open = false;
+    }
+  }
+  return out;
+}
+
+}  // namespace fraglab::cca
