@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 
 #include "pytorch/rounding.hpp"
@@ -105,10 +106,16 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     if (pending[i].open) open.push_back(i);
   }
   std::vector<std::pair<Addr, Bytes>> new_segments;  // segment_alloc since the last alloc
+  std::set<Addr> untouched;  // initial segments holding nothing, where nothing has landed yet
+  for (const InitialSegment& s : segs) untouched.insert(s.addr);
+  for (const InitialAllocation& a : allocs) {
+    if (const InitialSegment* s = segment_of(a.addr)) untouched.erase(s->addr);
+  }
 
   for (const Event& e : trace.events) {
     if (open.empty()) break;
     if (e.op == Op::SegmentAlloc) new_segments.emplace_back(e.addr, e.size);
+    if (e.op == Op::SegmentFree) untouched.erase(e.addr);  // gone (its address may come back)
     if ((e.op == Op::Free || e.op == Op::FreeCompleted)) {
       auto it = live_initial.find(e.id);
       if (it != live_initial.end()) {
@@ -142,17 +149,27 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
       }
     }
 
-    // Negative evidence: a request served by a new segment missed every cached block (§3.1).
+    // Negative evidence: the request did not go to the free block after L. Read when it was
+    // served by a new segment (it missed every cached block, §3.1, §5), or from the start of an
+    // initial segment that holds nothing and nothing landed in yet (a free block of exactly that
+    // segment's size, which best fit preferred, §3.1).
     const bool missed = std::any_of(new_segments.begin(), new_segments.end(), [&](const auto& s) {
       return e.addr >= s.first && e.addr < s.first + s.second;
     });
     new_segments.clear();
-    if (!missed) continue;
+    const InitialSegment* landed = segment_of(e.addr);
+    const bool whole_free = !missed && landed != nullptr && !landed->expandable && e.addr == landed->addr &&
+                            untouched.count(landed->addr) > 0;
+    if (landed != nullptr) untouched.erase(landed->addr);
+    if (!missed && !whole_free) continue;
     const Bytes rounded = round_size(e.size, config.rounding);
     const PoolKind pool = pool_for(rounded);
     // A cached block of F bytes is refused when F < rounded, or when it is too large for the
     // max_split_size rules: F >= ms for a normal request, F >= rounded + slack for an oversize one.
     const Bytes too_large = rounded < ms ? ms : saturating_add(rounded, slack);
+    const std::string why = missed ? fmt::format("alloc {} of {} bytes took a new segment", e.id, rounded)
+                                   : fmt::format("alloc {} of {} bytes went to the free segment at {:#x}", e.id,
+                                                 rounded, landed->addr);
     for (std::size_t i : open) {
       Pending& p = pending[i];
       if (!p.open || p.pool != pool || p.stream != e.stream) continue;
@@ -161,17 +178,30 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
       // and F is exactly that while the allocation at `next` lives (or `next` is the segment end).
       const Bytes reach = p.next - p.addr;
       const bool exact = p.next_alloc == ~std::size_t{0} || live[p.next_alloc];
-      if (too_large != kUnlimited && !exact) continue;  // F may be large: nothing follows
-      // Sizes with F < rounded: block > reach - rounded.
-      const Bytes small_from = reach >= rounded ? align_up(reach - rounded + 1, p.rounded) : 0;
-      const Bytes lo1 = std::max(b.min, small_from);
-      const bool piece1 = lo1 <= b.max;
-      // Sizes with F >= too_large: block <= reach - too_large.
-      const bool piece2 = too_large != kUnlimited && reach >= too_large && b.min <= reach - too_large;
-      const Bytes hi2 = piece2 ? std::min(b.max, reach - too_large) : 0;
-      if (piece1 && piece2) continue;
-      const std::string why = fmt::format("alloc {} of {} bytes took a new segment", e.id, rounded);
-      if (!piece1 && !piece2) {
+      // The block sizes the decision allows, as intervals [first, second] (narrowed to their hull).
+      std::vector<std::pair<Bytes, Bytes>> allowed;
+      // F < rounded: block > reach - rounded (F >= reach - block suffices for this one).
+      allowed.emplace_back(reach >= rounded ? align_up(reach - rounded + 1, p.rounded) : 0, kUnlimited);
+      if (!exact && (whole_free || too_large != kUnlimited)) continue;  // F may be anything large
+      if (missed && too_large != kUnlimited && reach >= too_large) {
+        allowed.emplace_back(0, reach - too_large);  // F >= too_large: refused as well (§3.2 step 4)
+      }
+      if (whole_free) {
+        const Bytes other = landed->size;
+        // F > other: the free segment was the better fit; F == other: a tie, lower address wins.
+        if (reach > other) allowed.emplace_back(0, align_down(reach - other - 1, p.rounded));
+        if (reach >= other && p.addr + (reach - other) > landed->addr) {
+          allowed.emplace_back(reach - other, reach - other);
+        }
+      }
+      Bytes lo = kUnlimited, hi = 0;
+      for (const auto& [first, second] : allowed) {
+        const Bytes l = std::max(first, b.min), h = std::min(second, b.max);
+        if (l > h) continue;
+        lo = std::min(lo, l);
+        hi = std::max(hi, h);
+      }
+      if (lo > hi) {
         b.error = fmt::format(
             "the start state is inconsistent: {} although the free block after allocation {} at {:#x} would have "
             "served it for every block size of {}..{} bytes (cca-spec §3.1)",
@@ -179,9 +209,9 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
         p.open = false;
         continue;
       }
-      if (piece1 && lo1 == b.min) continue;  // nothing ruled out
-      if (piece1) b.min = lo1;
-      else b.max = hi2;
+      if (lo == b.min && hi == b.max) continue;  // nothing ruled out
+      b.min = lo;
+      b.max = hi;
       b.evidence += (b.evidence.empty() ? "" : "; ") + why;
       if (b.determined()) p.open = false;
     }

@@ -512,8 +512,8 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   for (const InitialAllocation& a : trace.initial.allocations) derived += a.block_size == 0;
   if (derived > 0) {
     report.notes.push_back(fmt::format(
-        "{} allocations live at the start were freed before the snapshot was taken: their block sizes were derived "
-        "from the requests (cca-spec §12.2)",
+        "{} allocations live at the start were freed before the snapshot was taken: their block sizes were read "
+        "from the trace's evidence where it holds any, else derived from the requests (cca-spec §12.2)",
         derived));
   }
   if (!undetermined.empty()) {

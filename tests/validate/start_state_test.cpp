@@ -94,15 +94,30 @@ TEST(StartState, ContradictoryPlacementIsReportedAsAnInconsistentStartState) {
   EXPECT_TRUE(said) << validation_text(r);
 }
 
-// S2 is a free 30 MiB segment. A 20.25 MiB request recorded in S2 tells only that S1's free tail
-// (24 MiB - L's block) was not a better fit: below 20.25 MiB, or above 30 MiB (impossible).
-// Evidence from a placement in another cached block is not read, so L stays 3.5..4.5 MiB and the
-// guess 3.5 MiB leaves a 20.5 MiB tail, a better fit than S2 (§3.1): the replay puts the request
-// at S1 + 3.5 MiB. The request decided between S1 (holding the undetermined block) and S2, so the
-// divergence is the start state's, not the model's.
-TEST(StartState, DivergenceNextToAnUndeterminedBlockIsAttributedToTheStartState) {
+// S2 is a free 30 MiB segment. A 20.25 MiB request recorded at S2 says S1's free tail (24 MiB -
+// L's block, exactly: it reaches the segment end) was not the better fit (§3.1): below 20.25 MiB,
+// or above 30 MiB (impossible), or equal to 30 MiB at a higher address (impossible). So L's block
+// is > 3.75 MiB: 3.75 MiB + 512 .. 4.5 MiB, and the replay sends the request to S2 as recorded.
+TEST(StartState, PlacementInAWholeFreeSegmentNarrowsTheBlock) {
   const Bytes request = 20 * MiB + 256 * 1024;
   const Trace t = cut_off(true, {alloc_at(2, request, S2), with_op(Op::Free, 1)}, 30 * MiB);
+  const ValidationReport r = validate_replay(t);
+  EXPECT_TRUE(r.exact) << validation_text(r);
+  ASSERT_EQ(r.undetermined_blocks.size(), 1u);
+  EXPECT_EQ(r.undetermined_blocks[0].min_size, 3 * MiB + 768 * 1024 + 512);
+  EXPECT_EQ(r.undetermined_blocks[0].max_size, 4 * MiB + 512 * 1024);
+  EXPECT_NE(r.undetermined_blocks[0].evidence.find("went to the free segment at 0x7f2000000000"), std::string::npos);
+}
+
+// The same, but S2 (32 MiB) holds a recorded 2 MiB block at its end: the request went to a free
+// block whose size the rule does not read, so L stays 3.5..4.5 MiB, and the guess 3.5 MiB leaves
+// a 20.5 MiB tail, a better fit than S2's 30 MiB (§3.1): the replay puts the request at S1 + 3.5
+// MiB. The request decided between S1 (holding the undetermined block) and S2: the divergence is
+// the start state's, not the model's.
+TEST(StartState, DivergenceNextToAnUndeterminedBlockIsAttributedToTheStartState) {
+  const Bytes request = 20 * MiB + 256 * 1024;
+  Trace t = cut_off(true, {alloc_at(2, request, S2), with_op(Op::Free, 1)}, 32 * MiB);
+  t.initial.allocations.push_back({9, S2 + 30 * MiB, 2 * MiB, 2 * MiB, 0, false});
   const ValidationReport r = validate_replay(t);
   ASSERT_FALSE(r.exact);
   ASSERT_TRUE(r.first_divergence.has_value());
