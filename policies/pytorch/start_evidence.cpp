@@ -31,7 +31,9 @@ struct Pending {
 Bytes align_up(Bytes v, Bytes rounded) {
   return rounded % kMinBlockSize != 0 ? v : (v + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
-Bytes align_down(Bytes v, Bytes rounded) { return rounded % kMinBlockSize != 0 ? v : v / kMinBlockSize * kMinBlockSize; }
+Bytes align_down(Bytes v, Bytes rounded) {
+  return rounded % kMinBlockSize != 0 ? v : v / kMinBlockSize * kMinBlockSize;
+}
 
 }  // namespace
 

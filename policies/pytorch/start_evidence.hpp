@@ -11,7 +11,10 @@
 //    starts exactly there: L's block is that address minus L's;
 //  - negative evidence: a request of L's pool and stream served by a new segment missed every
 //    cached block (§3.1, §5), so the free block after L (at least next - L - block bytes while
-//    nothing landed there) was too small for it, or excluded by max_split_size (§3.2 step 4).
+//    nothing landed there) was too small for it, or excluded by max_split_size (§3.2 step 4);
+//    one placed at the start of an initial segment that holds nothing (a free block of exactly
+//    its size) found that block a better fit than the one after L (smaller, or equal and lower).
+//    Both are read only where the free block after L is known well enough to be sound.
 // Whatever is not pinned stays an interval; adopt() then uses the gap rule's guess clamped into it.
 #pragma once
 
