@@ -570,7 +570,8 @@ nlohmann::json validation_json(const ValidationReport& r) {
     const Divergence& d = *r.first_divergence;
     j["first_divergence"] = {{"event_index", d.event_index}, {"category", d.category}, {"recorded", d.recorded},
                              {"simulated", d.simulated},     {"context", d.context},   {"state", d.state},
-                             {"cause", d.cause.empty() ? "model" : d.cause}};
+                             {"cause", d.cause.empty() ? "model" : "start state undetermined"},
+                             {"cause_detail", d.cause}};
   } else {
     j["first_divergence"] = nullptr;
   }
