@@ -95,6 +95,21 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
       const Bytes remaining = gap - p.rounded;
       const bool split = tight ? remaining >= kMinBlockSize : p.rounded < ms && remaining > kSmallSize;
       b.guess = split ? p.rounded : gap;
+      if (!tight) {
+        // L was carved from a maximal free block of s bytes at L (§4.3). What followed it was the
+        // segment end, or a live block of this large-pool segment: more than 1 MiB (§2). So s
+        // reaches the gap's end or the segment's, or leaves room for such a block. The block is
+        // rounded (s split, s - rounded > 1 MiB, below max_split_size) or s.
+        const Bytes rest = seg->addr + seg->size - a.addr;  // L to the segment end
+        const Bytes room = kSmallSize + kMinBlockSize;      // the smallest large-pool block
+        auto source_ok = [&](Bytes s) { return s == gap || s == rest || (rest >= room && s <= rest - room); };
+        const bool may_split = p.rounded < ms && rest - p.rounded > kSmallSize;
+        if (!may_split && !source_ok(b.min)) b.min = gap <= b.max ? gap : b.min;  // only s = gap fits
+        if (!source_ok(b.max) && b.max != p.rounded) {
+          const Bytes fits = rest >= room ? align_down(rest - room, p.rounded) : 0;
+          b.max = std::max(b.min, std::min(b.max, fits));
+        }
+      }
       p.open = b.min != b.max;
     }
     out.blocks[i] = std::move(b);

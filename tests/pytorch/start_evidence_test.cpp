@@ -105,5 +105,32 @@ TEST(StartEvidence, MaxSplitSizeMakesTooLargeBlocksMissToo) {
   EXPECT_EQ(c.max, 4 * MiB + 512 * 1024);
 }
 
+// What followed the free block L was carved from was the segment end or a live large-pool block,
+// and those are more than 1 MiB (§2). A 39 MiB + 1 request (rounded 39 MiB + 512) alone in a 40
+// MiB segment: splitting needed more than 1 MiB left, and a block of 39 MiB + 512 .. 40 MiB - 512
+// leaves less than 1 MiB + 512 for a neighbour: only the whole 40 MiB remains.
+TEST(StartEvidence, NoRoomForANeighbourMeansTheBlockReachesTheEnd) {
+  Trace t;
+  t.initial.segments = {{S, 40 * MiB, 0, false, false}};
+  t.initial.allocations = {{1, S, 39 * MiB + 1, 0, 0, false}};
+  const StartEvidence ev = infer_start_blocks(t, Config{});
+  ASSERT_TRUE(ev.blocks[0].has_value());
+  EXPECT_EQ(ev.blocks[0]->min, 40 * MiB);
+  EXPECT_EQ(ev.blocks[0]->max, 40 * MiB);
+}
+
+// A 3.5 MiB request alone in a 5 MiB segment: remainder 1.5 MiB splits (block 3.5 MiB), or the
+// source block ended before the segment end with room for a neighbour of 1 MiB + 512 after it:
+// at most 5 MiB - 1 MiB - 512 = 4 MiB - 512 (the split rule alone would allow 4.5 MiB).
+TEST(StartEvidence, NoRoomForANeighbourCapsTheBlock) {
+  Trace t;
+  t.initial.segments = {{S, 5 * MiB, 0, false, false}};
+  t.initial.allocations = {{1, S, 3 * MiB + 512 * 1024, 0, 0, false}};
+  const StartEvidence ev = infer_start_blocks(t, Config{});
+  ASSERT_TRUE(ev.blocks[0].has_value());
+  EXPECT_EQ(ev.blocks[0]->min, 3 * MiB + 512 * 1024);
+  EXPECT_EQ(ev.blocks[0]->max, 4 * MiB - 512);
+}
+
 }  // namespace
 }  // namespace fraglab::cca
