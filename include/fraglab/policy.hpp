@@ -53,6 +53,21 @@ struct SegmentView {
   std::vector<Piece> blocks;  // address order
 };
 
+// A block of the start state whose size the trace does not record (an allocation live at the
+// start of a cut-off trace, freed before the dump: cca-spec §12.2), as far as the policy could
+// pin it down from the trace's own evidence.
+struct StartBlock {
+  AllocId id = 0;
+  Addr addr = 0;         // recorded address
+  Bytes requested = 0;
+  Bytes min_size = 0;    // block sizes consistent with the trace
+  Bytes max_size = 0;
+  Bytes chosen = 0;      // the size adopt() gives it
+  std::string evidence;  // what narrowed the interval ("" = the split rule alone)
+  std::string error;     // non-empty: the trace contradicts every legal size (how)
+  bool determined() const { return min_size == max_size; }
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -93,6 +108,9 @@ class Policy {
   virtual std::string last_oom_message() const { return {}; }
   // Remarks on how the options were taken (accepted options that change nothing, assumptions).
   virtual std::vector<std::string> notes() const { return {}; }
+  // After prepare(): one entry per initial allocation without a recorded block size, for
+  // policies that infer them from the trace (pytorch); others return nothing.
+  virtual std::vector<StartBlock> start_blocks() const { return {}; }
 };
 
 // ---- registry ---------------------------------------------------------------------------------

@@ -19,6 +19,10 @@
 //    --capacity sets the GPU's total memory (memory fraction, GC limit, expandable VA size).
 //  - a request that ended in OOM has no alloc entry, only an `oom` entry with the rounded size:
 //    it is replayed as a request of that size, expected to fail.
+//  - block sizes of allocations live at the start but freed before the dump: the policy reads
+//    them from the trace's evidence (pytorch: policies/pytorch/start_evidence.hpp); those it
+//    cannot pin down are listed with their possible sizes, and a first divergence decided in a
+//    segment holding one is reported as "start state undetermined", not as a model error.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fraglab/policy.hpp"
 #include "fraglab/trace.hpp"
 
 namespace fraglab {
@@ -47,6 +52,9 @@ struct Divergence {
   std::string simulated;
   std::vector<std::string> context;  // the events around it, as recorded
   std::string state;                 // the simulated allocator state that led there
+  // "" = a model error; else why the start state, not the model, may explain it: "start state
+  // undetermined: ..." (the deciding request lies in a segment holding an undetermined block).
+  std::string cause;
 };
 
 struct ValidationReport {
@@ -69,6 +77,9 @@ struct ValidationReport {
   Bytes available_bytes = 0;
   std::string available_source;
   std::vector<std::string> notes;  // what was inferred, and what the snapshot lacks
+  // Start-state blocks (allocations live at the start, freed before the dump) whose size the
+  // trace does not pin down, with the sizes it allows (cca-spec §12.2).
+  std::vector<StartBlock> undetermined_blocks;
   std::optional<Divergence> first_divergence;
 };
 

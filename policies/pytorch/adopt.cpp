@@ -3,9 +3,11 @@
 // Each initial segment becomes a device range at its recorded address (or wherever the device
 // puts it: the segment's blocks move by the same offset), counted in the stats like a segment
 // allocation but not as a device call of the replay (num_device_alloc stays 0). Expandable runs
-// of the same (stream, pool) share one reserved range starting at the first run. Each initial
-// allocation becomes an allocated (or pending-free) block; when its block size is not recorded
-// it is derived with the split rule from the gap it was carved from. Gaps are free blocks.
+// of the same (stream, pool) share one reserved range starting where prepare() inferred it
+// (start_state.hpp), else at the first run. Each initial allocation becomes an allocated (or
+// pending-free) block; when its block size is not recorded it is the size prepare() read from
+// the trace's evidence (start_evidence.hpp), else derived with the split rule from the gap it
+// was carved from. Gaps are free blocks.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "pytorch/caching_allocator.hpp"
 #include "pytorch/rounding.hpp"
+#include "pytorch/start_evidence.hpp"
 
 namespace fraglab::cca {
 namespace {
@@ -40,6 +43,9 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
     }
     held[*(it - 1)].push_back(ai);
   }
+
+  // Evidence from prepare() applies when it was read from this very start state.
+  const StartEvidence* evidence = evidence_for_ == allocs && !allocs.empty() ? &evidence_ : nullptr;
 
   std::vector<std::optional<Block>> result(allocs.size());
   std::vector<NodeId> free_nodes;
@@ -71,7 +77,9 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
       const Addr next = k + 1 < in.size() ? allocs[in[k + 1]].addr + static_cast<Addr>(shift) : end;
       const Bytes gap = next - addr;
       Bytes block = a.block_size;
-      if (block == 0) {  // derive: the free block it was carved from was `gap` bytes (§4.1)
+      if (block == 0 && evidence) {  // the trace's evidence (prepare(), start_evidence.hpp)
+        block = evidence->blocks[in[k]]->chosen();
+      } else if (block == 0) {  // derive: the free block it was carved from was `gap` bytes (§4.1)
         const Bytes rounded = round_size(a.requested, config_.rounding);
         if (rounded >= gap) {
           block = gap;
@@ -151,11 +159,18 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
       ++j;
     }
     BlockPool& bp = pool_of(pool);
-    const NodeId whole = create_expandable_segment(first.stream, bp, first.addr);
+    // The range may begin below its first run: prepare() read where from the trace's maps.
+    Addr wanted = first.addr;
+    for (const ExpandableRangeStart& r : range_starts_) {
+      if (r.stream == first.stream && r.small_pool == first.small_pool && r.first_run == first.addr) {
+        wanted = r.base;  // grouped with the same range size: every run of the group still fits
+      }
+    }
+    const NodeId whole = create_expandable_segment(first.stream, bp, wanted);
     if (whole == kNil) fail(fmt::format("cannot reserve the address range of initial segment at {:#x}", first.addr));
     const std::int32_t index = nodes_[whole].segment;
     const Addr base = nodes_[whole].addr;
-    const std::int64_t shift = static_cast<std::int64_t>(base - first.addr);
+    const std::int64_t shift = static_cast<std::int64_t>(base - wanted);
     bp.unmapped.erase({first.stream, base});
     nodes_.destroy(whole);
 
@@ -195,6 +210,24 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
 
   for (NodeId id : free_nodes) insert_into_blocks(pool_of(nodes_[id].pool), id);
   return result;
+}
+
+void CachingAllocator::prepare(const Trace& trace) {
+  evidence_for_ = trace.initial.allocations;
+  evidence_ = infer_start_blocks(trace, config_);
+  range_starts_ = infer_expandable_ranges(trace, expandable_range_size(page_size(PoolKind::Small)),
+                                          expandable_range_size(page_size(PoolKind::Large)));
+}
+
+std::vector<StartBlock> CachingAllocator::start_blocks() const {
+  std::vector<StartBlock> out;
+  for (std::size_t i = 0; i < evidence_.blocks.size() && i < evidence_for_.size(); ++i) {
+    if (!evidence_.blocks[i]) continue;
+    const BlockInterval& b = *evidence_.blocks[i];
+    const InitialAllocation& a = evidence_for_[i];
+    out.push_back({a.id, a.addr, a.requested, b.min, b.max, b.chosen(), b.evidence, b.error});
+  }
+  return out;
 }
 
 }  // namespace fraglab::cca

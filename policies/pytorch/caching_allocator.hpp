@@ -20,9 +20,11 @@
 
 #include "fraglab/device.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/start_state.hpp"
 #include "fraglab/trace.hpp"
 #include "pytorch/block_pool.hpp"
 #include "pytorch/config.hpp"
+#include "pytorch/start_evidence.hpp"
 #include "pytorch/stats.hpp"
 
 namespace fraglab::cca {
@@ -47,7 +49,11 @@ class CachingAllocator {
   void free_completed(const Block& block);  // the block returns to its pool (merges)
   void free(const Block& block);            // both at once
   void empty_cache() { release_cached_blocks(); }
+  // Reads a cut-off trace's evidence on its start state (start_evidence.hpp, start_state.hpp)
+  // for the adopt() that follows; without it adopt() guesses unrecorded block sizes by the gap.
+  void prepare(const Trace& trace);
   std::vector<std::optional<Block>> adopt(const InitialState& initial);
+  std::vector<StartBlock> start_blocks() const;
 
   const DeviceStats& stats() const { return stats_; }
   const Config& config() const { return config_; }
@@ -117,6 +123,10 @@ class CachingAllocator {
   std::string last_oom_;
   std::vector<FreeEntry> scratch_;  // walks over a pool that free blocks as they go
   std::vector<NodeId> scratch_ids_;
+  // From prepare(): evidence on the initial allocations of that trace, and its ranges' bases.
+  std::vector<InitialAllocation> evidence_for_;
+  StartEvidence evidence_;
+  std::vector<ExpandableRangeStart> range_starts_;
 };
 
 // oom_message.cpp

@@ -12,6 +12,7 @@ class PytorchPolicy final : public Policy {
  public:
   PytorchPolicy(cca::Config config, Device& device) : allocator_(std::move(config), device) {}
 
+  void prepare(const Trace& trace) override { allocator_.prepare(trace); }
   std::vector<std::optional<Block>> adopt(const InitialState& initial) override { return allocator_.adopt(initial); }
   std::optional<Block> allocate(Bytes size, StreamId stream) override { return allocator_.malloc(size, stream); }
   void free_requested(const Block& block) override { allocator_.free_requested(block); }
@@ -29,6 +30,7 @@ class PytorchPolicy final : public Policy {
   std::vector<SegmentView> segments() const override { return allocator_.segments(); }
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
   std::vector<std::string> notes() const override { return allocator_.config().notes; }
+  std::vector<StartBlock> start_blocks() const override { return allocator_.start_blocks(); }
 
  private:
   cca::CachingAllocator allocator_;

@@ -1,4 +1,6 @@
-// fraglab inspect TRACE: what a trace asks of an allocator, independent of any policy.
+// fraglab inspect TRACE: what a trace asks of an allocator, independent of any policy. With
+// --initial-state, the block sizes the snapshot does not record are shown as the pytorch policy
+// reads them from the trace (policies/pytorch/start_evidence.hpp): an interval, or one size.
 #include <fmt/format.h>
 
 #include <array>
@@ -8,11 +10,29 @@
 #include <set>
 
 #include "cli/common.hpp"
+#include "fraglab/policy.hpp"
+#include "fraglab/sim_device.hpp"
 
 namespace fraglab::cli {
 namespace {
 
-nlohmann::json inspect_json(const Trace& trace, const TraceSummary& s) {
+// Unrecorded start-state block sizes as the pytorch policy, under the trace's own settings,
+// reads them from the trace; empty when those settings are not the pytorch policy's to parse.
+std::map<AllocId, StartBlock> start_blocks(const Trace& trace) {
+  std::map<AllocId, StartBlock> out;
+  SimDevice device;
+  std::unique_ptr<Policy> policy;
+  try {
+    policy = create_policy("pytorch:" + trace.allocator_conf, device);
+  } catch (const InputError&) {
+    return out;
+  }
+  policy->prepare(trace);
+  for (StartBlock& b : policy->start_blocks()) out.emplace(b.id, std::move(b));
+  return out;
+}
+
+nlohmann::json inspect_json(const Trace& trace, const TraceSummary& s, const std::map<AllocId, StartBlock>& blocks) {
   std::map<std::string, std::uint64_t> ops;
   std::map<StreamId, std::uint64_t> streams;
   std::array<std::uint64_t, 64> histogram{};  // allocs by floor(log2(size))
@@ -54,8 +74,14 @@ nlohmann::json inspect_json(const Trace& trace, const TraceSummary& s) {
   }
   nlohmann::json allocations = nlohmann::json::array();
   for (const InitialAllocation& a : trace.initial.allocations) {
-    allocations.push_back({{"id", a.id}, {"addr", a.addr}, {"size", a.requested}, {"block_size", a.block_size},
-                           {"stream", a.stream}, {"free_requested", a.free_requested}});
+    nlohmann::json entry = {{"id", a.id},         {"addr", a.addr},          {"size", a.requested},
+                            {"block_size", a.block_size}, {"stream", a.stream}, {"free_requested", a.free_requested}};
+    if (auto it = blocks.find(a.id); a.block_size == 0 && it != blocks.end()) {
+      const StartBlock& b = it->second;
+      entry["block_interval"] = {{"min_size", b.min_size}, {"max_size", b.max_size}, {"assumed", b.chosen},
+                                 {"determined", b.determined()}, {"evidence", b.evidence}, {"error", b.error}};
+    }
+    allocations.push_back(std::move(entry));
   }
   j["initial_state"] = {{"segments", trace.initial.segments.size()},
                         {"reserved_bytes", trace.initial.reserved_bytes()},
@@ -87,7 +113,9 @@ int cmd_inspect(int argc, char** argv) {
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary s = summarize(trace);
-  const nlohmann::json j = inspect_json(trace, s);
+  const std::map<AllocId, StartBlock> blocks = vm.count("initial-state") ? start_blocks(trace)
+                                                                         : std::map<AllocId, StartBlock>{};
+  const nlohmann::json j = inspect_json(trace, s, blocks);
   if (!json_path.empty()) write_output(json_path, j.dump(2) + "\n");
   if (json_path == "-") return 0;
 
@@ -123,8 +151,18 @@ int cmd_inspect(int argc, char** argv) {
                                seg.small_pool ? "small" : "large", seg.expandable ? " expandable" : "");
     }
     for (const InitialAllocation& a : trace.initial.allocations) {
-      std::cout << fmt::format("  alloc id {} at 0x{:x} requested {} block {}{}\n", a.id, a.addr, a.requested,
-                               a.block_size, a.free_requested ? " (free requested)" : "");
+      std::string block = fmt::format("{}", a.block_size);
+      if (auto it = blocks.find(a.id); a.block_size == 0 && it != blocks.end()) {
+        const StartBlock& b = it->second;
+        block = b.determined() ? fmt::format("{} (not recorded", b.chosen)
+                               : fmt::format("{}..{} (not recorded, undetermined: {} assumed", b.min_size,
+                                             b.max_size, b.chosen);
+        if (!b.evidence.empty()) block += "; " + b.evidence;
+        block += ")";
+        if (!b.error.empty()) block += " error: " + b.error;
+      }
+      std::cout << fmt::format("  alloc id {} at 0x{:x} requested {} block {}{}\n", a.id, a.addr, a.requested, block,
+                               a.free_requested ? " (free requested)" : "");
     }
   }
   return 0;

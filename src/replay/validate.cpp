@@ -18,6 +18,7 @@
 #include "fraglab/replay.hpp"
 #include "fraglab/report.hpp"
 #include "fraglab/sim_device.hpp"
+#include "fraglab/start_state.hpp"
 
 namespace fraglab {
 namespace {
@@ -205,6 +206,23 @@ std::string state_text(const Policy& policy, StreamId stream) {
   return text;
 }
 
+// A simple sound rule for "the start state, not the model, may explain this divergence": the
+// deciding request's recorded or simulated block lies in an initial segment that holds a block
+// of undetermined size (its size moves the free space around it, and so best-fit ties, §3.1).
+// `addrs`: the request's recorded and simulated addresses, those known.
+const StartBlock* undetermined_cause(const InitialState& initial, const std::vector<StartBlock>& undetermined,
+                                     const std::vector<Addr>& addrs) {
+  for (const StartBlock& u : undetermined) {
+    for (const InitialSegment& seg : initial.segments) {
+      if (u.addr < seg.addr || u.addr >= seg.addr + seg.size) continue;
+      for (Addr a : addrs) {
+        if (a >= seg.addr && a < seg.addr + seg.size) return &u;
+      }
+    }
+  }
+  return nullptr;
+}
+
 // One replay of the prepared run and its comparison with the record.
 struct Attempt {
   PreparedRun run;
@@ -212,6 +230,7 @@ struct Attempt {
   std::unique_ptr<Policy> policy;
   std::vector<Divergence> divergences;  // the first of each category
   std::optional<SegmentAction> first_segment_recorded;  // the recorded side of a segment divergence
+  std::vector<std::optional<Addr>> simulated_addrs;     // per prepared event: the block handed out
   ValidationReport counts;
 };
 
@@ -237,9 +256,12 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
     return std::any_of(range_bases.begin(), range_bases.end(),
                        [&](Addr b) { return addr >= b && addr < b + range_size; });
   };
-  // Ranges of the rebuilt start state begin at their first mapped run (what adopt() reserves).
-  for (const InitialSegment& seg : run.trace.initial.segments) {
-    if (seg.expandable && !in_known_range(seg.addr)) range_bases.push_back(seg.addr);
+  // Ranges of the rebuilt start state begin where the trace's maps put them (start_state.hpp;
+  // the pytorch policy's adopt() reserves them there), else at their first mapped run. Maps in
+  // them are growth of a known range, not a new one to hint.
+  const Bytes small_range = 2 * MiB * ((capacity + capacity / 8 + 2 * MiB - 1) / (2 * MiB));
+  for (const ExpandableRangeStart& r : infer_expandable_ranges(run.trace, small_range, range_size)) {
+    if (!in_known_range(r.base)) range_bases.push_back(r.base);
   }
   for (std::uint64_t i = 0; i < run.trace.events.size(); ++i) {
     const Event& e = run.trace.events[i];
@@ -264,6 +286,7 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
   device.remove_listener(&recorder);
 
   report.segment_events_simulated = recorder.actions.size();
+  a.simulated_addrs = recorder.request_addrs;
   report.peak_reserved_simulated = result.metrics.peak_reserved;
   report.retries_simulated = result.metrics.num_alloc_retries;
 
@@ -478,6 +501,11 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   }
   report.empty_cache_inferred += count_inferred(trace);  // inferred when the trace was read
   report.peak_reserved_simulated = a.counts.peak_reserved_simulated;
+  std::vector<StartBlock>& undetermined = report.undetermined_blocks;
+  for (StartBlock& b : policy.start_blocks()) {
+    if (!b.error.empty()) report.notes.push_back(b.error);
+    if (!b.determined()) undetermined.push_back(std::move(b));
+  }
   if (trace.events.empty()) {
     // State only: the one thing to check is that the rebuilt start state is the recorded one.
     std::vector<std::pair<Addr, Bytes>> rebuilt, recorded_segments;
@@ -513,6 +541,20 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
     }
     const StreamId stream = at < run.trace.events.size() ? run.trace.events[at].stream : 0;
     first.state = "after the replay: " + state_text(policy, stream);
+    // The request that decided it: the divergent alloc, or the one a segment action served.
+    std::uint64_t request = at;
+    while (request < run.trace.events.size() && run.trace.events[request].op != Op::Alloc) ++request;
+    if (request < run.trace.events.size()) {
+      const Event& e = run.trace.events[request];
+      std::vector<Addr> addrs;
+      if (e.has_addr) addrs.push_back(e.addr);
+      if (a.simulated_addrs[request]) addrs.push_back(*a.simulated_addrs[request]);
+      if (const StartBlock* u = undetermined_cause(trace.initial, undetermined, addrs)) {
+        first.cause = fmt::format(
+            "start state undetermined: the block of allocation {} at 0x{:x} may be {}..{} bytes ({} was assumed)",
+            u->id, u->addr, u->min_size, u->max_size, u->chosen);
+      }
+    }
     first.event_index = at < run.original_index.size() ? run.original_index[at] : at;
     report.first_divergence = std::move(first);
   }
@@ -526,9 +568,24 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   for (const InitialAllocation& a : trace.initial.allocations) derived += a.block_size == 0;
   if (derived > 0) {
     report.notes.push_back(fmt::format(
-        "{} allocations live at the start were freed before the snapshot was taken: their block sizes were derived "
-        "from the requests (cca-spec §12.2)",
+        "{} allocations live at the start were freed before the snapshot was taken: their block sizes were read "
+        "from the trace's evidence where it holds any, else derived from the requests (cca-spec §12.2)",
         derived));
+  }
+  if (!undetermined.empty()) {
+    // The few widest first: they are the likeliest to matter.
+    std::vector<const StartBlock*> widest;
+    for (const StartBlock& b : undetermined) widest.push_back(&b);
+    std::stable_sort(widest.begin(), widest.end(), [](const StartBlock* x, const StartBlock* y) {
+      return x->max_size - x->min_size > y->max_size - y->min_size;
+    });
+    std::string list;
+    for (std::size_t i = 0; i < std::min<std::size_t>(widest.size(), 3); ++i) {
+      list += fmt::format("; block of allocation {} at 0x{:x}: {}..{} bytes", widest[i]->id, widest[i]->addr,
+                          widest[i]->min_size, widest[i]->max_size);
+    }
+    if (widest.size() > 3) list += "; ...";
+    report.notes.push_back(fmt::format("{} blocks undetermined by the trace{}", undetermined.size(), list));
   }
   if (report.empty_cache_inferred > 0) {
     report.notes.push_back(fmt::format("{} empty_cache() calls inferred from bursts of segment frees",
@@ -559,10 +616,18 @@ nlohmann::json validation_json(const ValidationReport& r) {
       {"available_source", r.available_source},
       {"notes", r.notes},
   };
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const StartBlock& b : r.undetermined_blocks) {
+    blocks.push_back({{"id", b.id}, {"addr", b.addr}, {"requested", b.requested}, {"min_size", b.min_size},
+                      {"max_size", b.max_size}, {"chosen", b.chosen}, {"evidence", b.evidence}});
+  }
+  j["undetermined_blocks"] = std::move(blocks);
   if (r.first_divergence) {
     const Divergence& d = *r.first_divergence;
     j["first_divergence"] = {{"event_index", d.event_index}, {"category", d.category}, {"recorded", d.recorded},
-                             {"simulated", d.simulated},     {"context", d.context},   {"state", d.state}};
+                             {"simulated", d.simulated},     {"context", d.context},   {"state", d.state},
+                             {"cause", d.cause.empty() ? "model" : "start state undetermined"},
+                             {"cause_detail", d.cause}};
   } else {
     j["first_divergence"] = nullptr;
   }
@@ -584,6 +649,7 @@ std::string validation_text(const ValidationReport& r) {
     const Divergence& d = *r.first_divergence;
     out += fmt::format("first divergence at event {} ({}):\n  recorded:  {}\n  simulated: {}\n", d.event_index,
                        d.category, d.recorded, d.simulated);
+    if (!d.cause.empty()) out += "  cause: " + d.cause + "\n";
     for (const std::string& line : d.context) out += "  " + line + "\n";
     out += "  " + d.state + "\n";
   }

@@ -233,4 +233,37 @@ TEST(Cli, ReplayOfAMultiGpuSnapshotNeedsADeviceIndex) {
   EXPECT_EQ(nlohmann::json::parse(picked.out)["runs"][0]["peak_requested_bytes"].get<std::uint64_t>(), 5u << 20);
 }
 
+// The negative-evidence variant of issue 14's worked example, as a JSONL trace with a start state
+// (see tests/validate/start_state_test.cpp for the derivation): L = 3.5 MiB at S1 (24 MiB
+// segment), block not recorded; a 20.25 MiB request took a new 22 MiB segment, so the free tail
+// 24 MiB - block was < 20.25 MiB: block 3.75 MiB + 512 .. 4.5 MiB (split rule, cca-spec §4.1).
+TEST(Cli, UndeterminedStartBlocksAreShownByInspectAndValidate) {
+  const std::string s1 = std::to_string(0x7f1000000000ull), s3 = std::to_string(0x7f3000000000ull);
+  const fs::path trace = write_temp(
+      "cutoff.jsonl",
+      "{\"fraglab_trace\": 1, \"name\": \"cutoff\", \"allocator_conf\": \"\", \"initial_segments\": [{\"addr\": " +
+          s1 + ", \"size\": 25165824}], \"initial_allocations\": [{\"id\": 1, \"addr\": " + s1 +
+          ", \"size\": 3670016}]}\n{\"op\": \"segment_alloc\", \"addr\": " + s3 +
+          ", \"size\": 23068672}\n{\"op\": \"alloc\", \"id\": 2, \"size\": 21233664, \"addr\": " + s3 +
+          "}\n{\"op\": \"free\", \"id\": 1}\n{\"op\": \"free\", \"id\": 2}\n");
+  const CommandRun validate = fraglab("validate " + trace.string() + " --json -");
+  ASSERT_EQ(validate.status, 0) << validate.err << validate.out;
+  const auto v = nlohmann::json::parse(validate.out);
+  ASSERT_EQ(v["undetermined_blocks"].size(), 1u);
+  EXPECT_EQ(v["undetermined_blocks"][0]["id"], 1);
+  EXPECT_EQ(v["undetermined_blocks"][0]["min_size"], 3932672);
+  EXPECT_EQ(v["undetermined_blocks"][0]["max_size"], 4718592);
+
+  const CommandRun text = fraglab("inspect " + trace.string() + " --initial-state");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("block 3932672..4718592 (not recorded, undetermined"), std::string::npos) << text.out;
+  const CommandRun json = fraglab("inspect " + trace.string() + " --initial-state --json -");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  const auto& interval = j["initial_state"]["allocation_list"][0]["block_interval"];
+  EXPECT_EQ(interval["min_size"], 3932672);
+  EXPECT_EQ(interval["max_size"], 4718592);
+  EXPECT_EQ(interval["determined"], false);
+}
+
 }  // namespace

@@ -103,6 +103,33 @@ TEST(Adopt, ExpandableRunsShareOneRange) {
   EXPECT_EQ(r.device.counters().release_calls, 1u);
 }
 
+// prepare() reads the range's start from the trace (fraglab/start_state.hpp): the trace maps 20
+// MiB at E below the run at E + 40 MiB, so the range starts at E and [E, E + 40 MiB) is unmapped
+// at the start. Default device (80 GiB): ranges of 90 GiB. A 20 MiB request then finds no free
+// block and grows from the lowest unmapped block with room, E (§7.2): one map at E, no new range.
+TEST(Adopt, ExpandableRangeStartsWherePrepareInferredIt) {
+  constexpr Addr E = 0x7f2000000000ull;
+  Rig r("expandable_segments:True");
+  Trace t;
+  t.initial.segments = {{E + 40 * MiB, 20 * MiB, 0, false, true}};
+  t.initial.allocations = {{1, E + 40 * MiB, 20 * MiB, 20 * MiB, 0, false}};
+  Event map;
+  map.op = Op::SegmentMap;
+  map.addr = E;
+  map.size = 20 * MiB;
+  map.has_addr = true;
+  Event request;
+  request.op = Op::Alloc;
+  request.id = 2;
+  request.size = 20 * MiB;
+  t.events = {map, request};
+  r.alloc.prepare(t);
+  r.alloc.adopt(t.initial);
+  EXPECT_EQ(r.malloc(20 * MiB).addr, E);
+  EXPECT_EQ(r.calls(), (std::vector<Call>{{C::Map, E + 40 * MiB, 20 * MiB}, {C::Map, E, 20 * MiB}}));
+  EXPECT_EQ(r.device.counters().reserve_calls, 1u);
+}
+
 TEST(Adopt, RejectsAllocationsOutsideSegments) {
   Rig r;
   InitialState s;
