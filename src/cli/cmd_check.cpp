@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/device_choice.hpp"
 #include "fraglab/check.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
@@ -35,11 +36,11 @@ nlohmann::json read_json(const std::string& path, const char* what) {
   return j;
 }
 
-// The device the baseline was measured on, as a spec string ("sim:85899345920,external:0").
+// The device the baseline was measured on, as a spec string ("sim:85899345920B,external:0B").
 std::string baseline_device(const nlohmann::json& baseline) {
   const auto& d = baseline.value("device", nlohmann::json::object());
   if (d.value("kind", "") != "sim" || !d.contains("capacity_bytes")) return "sim";
-  return fmt::format("sim:{},external:{}", d["capacity_bytes"].get<Bytes>(), d.value("external_bytes", Bytes{0}));
+  return fmt::format("sim:{}B,external:{}B", d["capacity_bytes"].get<Bytes>(), d.value("external_bytes", Bytes{0}));
 }
 
 }  // namespace
@@ -88,6 +89,7 @@ int cmd_check(int argc, char** argv) {
   if (!update || have_baseline) baseline = read_json(baseline_path, "baseline");
 
   nlohmann::json current;
+  std::string device_text;  // "; device sim, capacity 80.00 GiB (default)" when a trace was replayed
   if (!results_path.empty()) {
     current = read_json(results_path, "results");
   } else {
@@ -95,20 +97,27 @@ int cmd_check(int argc, char** argv) {
       for (const auto& run : baseline["runs"]) specs.push_back(run.value("policy", ""));
     }
     if (specs.empty()) throw InputError(fmt::format("{}: no baseline runs to repeat; name policies with -p", baseline_path));
-    if (device_spec.empty()) device_spec = have_baseline ? baseline_device(baseline) : "sim";
+    // The device: --device, else the baseline's, else what replay would choose (device_choice.hpp).
+    const bool from_baseline = device_spec.empty() && have_baseline;
+    if (from_baseline) device_spec = baseline_device(baseline);
+    const std::optional<std::string> device_option = device_spec.empty() ? std::nullopt : std::optional(device_spec);
     for (const std::string& spec : specs) {  // bad specs fail before the trace is read
-      std::unique_ptr<Device> device = make_device(device_spec);
-      create_policy(spec, *device);
+      create_policy(spec, *make_device(choose_device(device_option).spec));
     }
     const TraceReadOptions read_options{.device_index = device_index};
     const Trace trace = read_trace(trace_path, read_options);
+    DeviceChoice choice = choose_device(device_option, trace);
+    if (from_baseline) {
+      choice.source = baseline.value("device", nlohmann::json::object()).value("capacity_source", std::string("baseline"));
+    }
     std::vector<ReplayResult> runs;
     for (const std::string& spec : specs) {
-      std::unique_ptr<Device> device = make_device(device_spec);
+      std::unique_ptr<Device> device = make_device(choice.spec);
       std::unique_ptr<Policy> policy = create_policy(spec, *device);
       runs.push_back(Replayer(trace, *policy, *device).run(spec));
     }
-    current = results_json(trace, summarize(trace), describe_device(device_spec), runs);
+    current = results_json(trace, summarize(trace), device_description(choice), runs);
+    device_text = fmt::format("; device {}", describe_choice(choice));
   }
 
   if (update) {
@@ -118,7 +127,8 @@ int cmd_check(int argc, char** argv) {
     return 0;
   }
   const CheckOutcome outcome = check_results(baseline, current, thresholds);
-  std::cout << fmt::format("check {} against {}\n", results_path.empty() ? trace_path : results_path, baseline_path);
+  std::cout << fmt::format("check {} against {}{}\n", results_path.empty() ? trace_path : results_path, baseline_path,
+                           device_text);
   std::cout << check_table(outcome);
   return outcome.passed() ? 0 : 1;
 }

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "cli/common.hpp"
+#include "cli/device_choice.hpp"
 #include "fraglab/sweep.hpp"
 
 namespace fraglab::cli {
@@ -110,7 +111,9 @@ int cmd_sweep(int argc, char** argv) {
       ("resume", "skip the runs already in the output file and append the rest")
       ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)")
       ("shard", po::value(&shard_text), "run only slice I of N (0 <= I < N) of the runs; join with fraglab merge")
-      ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
+      ("device", po::value(&device_spec),
+       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default per trace: reserved + "
+       "device_free at its recorded oom, else 80GiB)")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
       ("stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")
       ("top", po::value(&top), "rows of the final table per trace (0 = all; default 25)")
@@ -133,7 +136,8 @@ int cmd_sweep(int argc, char** argv) {
   grid.base_spec = base_spec;
   for (const std::string& arg : grid_args) grid.axes.push_back(parse_grid_axis(arg));
   validate_grid(grid);
-  make_device(device_spec);
+  const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
+  choose_device(device_option);
   const Shard shard = vm.count("shard") ? parse_shard(shard_text) : Shard{};
   const bool resume = vm.count("resume") > 0;
   if (resume && output.empty()) throw InputError("--resume needs -o FILE (the results file to continue)");
@@ -159,6 +163,25 @@ int cmd_sweep(int argc, char** argv) {
 
   const TraceReadOptions read_options{.device_index = device_index};
   const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
+  // Each trace's device; the device column of its rows is the spec it ran on, so a capacity
+  // taken from a recorded oom shows there ("sim:264241152B") and here, where its source is known.
+  std::vector<DeviceChoice> devices;
+  std::vector<std::string> setting_specs;
+  for (const Setting& s : settings) setting_specs.push_back(s.spec);
+  bool warned = false;
+  for (const Trace& trace : traces) {
+    devices.push_back(choose_device(device_option, trace));
+    const DeviceChoice& d = devices.back();
+    if (d.source == kSourceRecordedOom) {
+      std::cerr << fmt::format("sweep: {}: device {}: capacity {} from its recorded oom (reserved + device_free); "
+                               "--device overrides it\n",
+                               trace.name, d.spec, format_bytes(d.capacity));
+    }
+    if (d.assumed() && !warned) {  // the same for every such trace: once
+      warn_assumed_capacity(d, setting_specs, std::cerr);
+      warned = true;
+    }
+  }
 
   // Runs in trace-major grid order; the shard takes every N-th one.
   struct Pending {
@@ -172,7 +195,7 @@ int cmd_sweep(int argc, char** argv) {
     for (std::size_t s = 0; s < settings.size(); ++s) {
       if (!shard.contains(t * settings.size() + s)) continue;
       ++in_shard;
-      const auto it = done.find(row_key(traces[t].name, device_spec, settings[s].spec));
+      const auto it = done.find(row_key(traces[t].name, devices[t].spec, settings[s].spec));
       if (it == done.end()) pending.push_back({t, s});
       else rows.push_back(*it->second);
     }
@@ -186,15 +209,18 @@ int cmd_sweep(int argc, char** argv) {
 
   std::vector<SweepJob> jobs;
   jobs.reserve(pending.size());
-  for (const Pending& p : pending) jobs.push_back({&traces[p.trace], settings[p.setting].spec});
+  for (const Pending& p : pending) {
+    const std::string spec = devices[p.trace].spec;
+    jobs.push_back({&traces[p.trace], settings[p.setting].spec, [spec] { return make_device(spec); }});
+  }
   SweepRunOptions run_options;
   run_options.threads = threads;
   run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
-  run_options.make_device = [&device_spec] { return make_device(device_spec); };
   ProgressPrinter progress(jobs.size(), vm.count("no-progress") == 0);
   std::size_t finished = 0;
   run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
-    rows.push_back(make_row(traces[pending[i].trace].name, device_spec, settings[pending[i].setting], result));
+    rows.push_back(make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec,
+                            settings[pending[i].setting], result));
     if (stream) stream->append(rows.back());
     progress.update(++finished);
   });

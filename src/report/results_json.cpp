@@ -45,6 +45,12 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
   return j;
 }
 
+nlohmann::json device_json(const DeviceDescription& device) {
+  nlohmann::json j = {{"kind", device.kind}, {"capacity_bytes", device.capacity}, {"external_bytes", device.external}};
+  if (!device.capacity_source.empty()) j["capacity_source"] = device.capacity_source;
+  return j;
+}
+
 nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
                             const std::vector<ReplayResult>& runs, const ReportOptions& options) {
   nlohmann::json j;
@@ -53,7 +59,7 @@ nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, con
                 {"events", summary.events},
                 {"allocs", summary.allocs},
                 {"peak_requested_bytes", summary.peak_requested}};
-  j["device"] = {{"kind", device.kind}, {"capacity_bytes", device.capacity}, {"external_bytes", device.external}};
+  j["device"] = device_json(device);
   j["runs"] = nlohmann::json::array();
   for (const ReplayResult& run : runs) j["runs"].push_back(run_json(run, options));
   return j;
