@@ -108,7 +108,8 @@ int cmd_check(int argc, char** argv) {
     const Trace trace = read_trace(trace_path, read_options);
     DeviceChoice choice = choose_device(device_option, trace);
     if (from_baseline) {
-      choice.source = baseline.value("device", nlohmann::json::object()).value("capacity_source", std::string("baseline"));
+      const auto recorded = baseline.value("device", nlohmann::json::object());
+      choice.source = recorded.value("capacity_source", std::string("baseline"));
     }
     std::vector<ReplayResult> runs;
     for (const std::string& spec : specs) {

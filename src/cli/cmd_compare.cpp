@@ -53,7 +53,7 @@ int cmd_compare(int argc, char** argv) {
     specs.push_back("pytorch:expandable_segments:True");
   }
   const DeviceChoice device = choose_device(device_option, trace);
-  warn_assumed_capacity(device, specs, std::cerr);
+  warn_capacity_options(device, specs, std::cerr);
 
   RunSettings settings;
   settings.device_spec = device.spec;

@@ -37,7 +37,7 @@ int cmd_diff(int argc, char** argv) {
   // One device for both sides (a recorded oom of either would change what is compared).
   const DeviceChoice device = choose_device(vm.count("device") ? std::optional(device_spec) : std::nullopt);
   create_policy(spec, *make_device(device.spec));  // a bad spec fails before the traces are read
-  warn_assumed_capacity(device, {spec}, std::cerr);
+  warn_capacity_options(device, {spec}, std::cerr);
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace a = read_trace(paths[0], read_options);
   const Trace b = read_trace(paths[1], read_options);

@@ -71,7 +71,7 @@ int cmd_replay(int argc, char** argv) {
   std::vector<std::string> skipped;
   if (default_policies) specs = default_policy_specs(trace, skipped);
   const DeviceChoice device = choose_device(device_option, trace);
-  warn_assumed_capacity(device, specs, std::cerr);
+  warn_capacity_options(device, specs, std::cerr);
 
   ReportOptions report;
   report.include_stats = vm.count("stats") > 0;

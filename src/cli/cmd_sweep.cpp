@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -168,7 +169,6 @@ int cmd_sweep(int argc, char** argv) {
   std::vector<DeviceChoice> devices;
   std::vector<std::string> setting_specs;
   for (const Setting& s : settings) setting_specs.push_back(s.spec);
-  bool warned = false;
   for (const Trace& trace : traces) {
     devices.push_back(choose_device(device_option, trace));
     const DeviceChoice& d = devices.back();
@@ -177,10 +177,11 @@ int cmd_sweep(int argc, char** argv) {
                                "--device overrides it\n",
                                trace.name, d.spec, format_bytes(d.capacity));
     }
-    if (d.assumed() && !warned) {  // the same for every such trace: once
-      warn_assumed_capacity(d, setting_specs, std::cerr);
-      warned = true;
-    }
+  }
+  // Once for the sweep: on an assumed capacity if any trace has one (it is the same for all).
+  const auto assumed = std::find_if(devices.begin(), devices.end(), [](const DeviceChoice& d) { return d.assumed(); });
+  if (!devices.empty()) {
+    warn_capacity_options(assumed != devices.end() ? *assumed : devices.front(), setting_specs, std::cerr);
   }
 
   // Runs in trace-major grid order; the shard takes every N-th one.

@@ -56,22 +56,34 @@ DeviceDescription device_description(const DeviceChoice& choice) {
 }
 
 std::vector<std::string> capacity_options(const std::string& spec) {
-  std::vector<std::string> found;
+  std::vector<std::string> keys;
   const size_t colon = spec.find(':');
-  if (colon == std::string::npos) return found;
-  for (const OptionItem& item : split_options(std::string_view(spec).substr(colon + 1), policy_name(spec))) {
-    if (needs_capacity(item.key) && std::find(found.begin(), found.end(), item.key) == found.end()) {
-      found.push_back(item.key);
+  if (colon != std::string::npos) {
+    for (const OptionItem& item : split_options(std::string_view(spec).substr(colon + 1), policy_name(spec))) {
+      if (needs_capacity(item.key) && std::find(keys.begin(), keys.end(), item.key) == keys.end()) {
+        keys.push_back(item.key);
+      }
     }
   }
-  return found;
+  // PyTorch collects garbage only under a memory fraction (cca-spec §3.3): without one the
+  // threshold acts on nothing, whatever the capacity.
+  const bool fraction = std::find(keys.begin(), keys.end(), "per_process_memory_fraction") != keys.end();
+  if (!fraction) std::erase(keys, "garbage_collection_threshold");
+  return keys;
 }
 
-void warn_assumed_capacity(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err) {
-  if (!choice.assumed()) return;
+void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err) {
   std::set<std::string> warned;
   for (const std::string& spec : specs) {
-    for (const std::string& option : capacity_options(spec)) {
+    const std::vector<std::string> acting = capacity_options(spec);
+    if (spec.find("garbage_collection_threshold") != std::string::npos &&
+        std::find(acting.begin(), acting.end(), "garbage_collection_threshold") == acting.end() &&
+        warned.insert("inert gc").second) {
+      err << "warning: garbage_collection_threshold does nothing without per_process_memory_fraction: PyTorch "
+             "collects cached blocks only under a memory fraction\n";
+    }
+    if (!choice.assumed()) continue;
+    for (const std::string& option : acting) {
       if (!warned.insert(option).second) continue;
       err << fmt::format("warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
                          "sim:<your GPU's memory> (assumed {})\n",

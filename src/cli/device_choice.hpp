@@ -38,11 +38,12 @@ std::string describe_choice(const DeviceChoice& choice);
 // For the results JSON.
 DeviceDescription device_description(const DeviceChoice& choice);
 
-// Policy options that act on a share of the GPU's memory, in `spec` (empty when none).
+// Options of `spec` that act on a share of the GPU's memory: per_process_memory_fraction, and
+// garbage_collection_threshold when a fraction is set too (PyTorch collects only under one).
 std::vector<std::string> capacity_options(const std::string& spec);
-// When the capacity was assumed: one warning line on `err` for each option of capacity_options()
-// used by any spec (each option once).
-void warn_assumed_capacity(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err);
+// Warnings on `err`, each once: garbage_collection_threshold without a memory fraction (it does
+// nothing); and, when the capacity was assumed, each option of capacity_options() of any spec.
+void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err);
 // When the capacity was assumed and `any_oom`: one note that the OOMs depend on it.
 void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom, std::ostream& err);
 

@@ -35,7 +35,7 @@ bool needs_capacity(std::string_view option) {
 }
 
 std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::vector<std::string>& keys,
-                                Bytes assumed_capacity) {
+                                std::optional<Bytes> assumed_capacity) {
   std::string out;
   for (size_t k = 0; k < keys.size(); ++k) {
     if (!needs_capacity(keys[k])) continue;
@@ -50,12 +50,18 @@ std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::ve
       if (added) groups.emplace_back();
       groups[it->second].push_back(&row);
     }
-    std::vector<std::string> lines;
+    // Two reasons, one list each: [0] no memory fraction (gc), [1] no capacity given.
+    std::vector<std::string> lines[2];
     for (const auto& group : groups) {
       if (group.size() < 2) continue;
       bool identical = true;
       for (const SweepRow* row : group) identical = identical && same_results(*row, *group.front());
       if (!identical) continue;
+      // PyTorch collects garbage only under a memory fraction (cca-spec §3.3), whatever the
+      // capacity; the rows of a group share every other option, the fraction included.
+      const bool no_fraction = keys[k] == "garbage_collection_threshold" &&
+                               group.front()->spec.find("per_process_memory_fraction") == std::string::npos;
+      if (!no_fraction && !assumed_capacity) continue;
       std::string line = fmt::format("  {}=", keys[k]);
       for (size_t i = 0; i < group.size(); ++i) {
         if (i > 0) line += ',';
@@ -63,18 +69,29 @@ std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::ve
       }
       std::string with;
       for (size_t o = 0; o < keys.size(); ++o) {
-        if (o != k) with += fmt::format("{}{}={}", with.empty() ? "" : " ", keys[o], knob_text(group.front()->knobs[o]));
+        if (o == k) continue;
+        with += fmt::format("{}{}={}", with.empty() ? "" : " ", keys[o], knob_text(group.front()->knobs[o]));
       }
       if (!with.empty()) line += fmt::format(" (with {})", with);
       line += '\n';
-      lines.push_back(std::move(line));
+      lines[no_fraction ? 0 : 1].push_back(std::move(line));
     }
-    if (lines.empty()) continue;
-    out += fmt::format("note: rows identical because {} has no capacity to act on: none was given, {} was assumed; "
-                       "pass --device sim:<your GPU's memory>\n",
-                       keys[k], format_bytes(assumed_capacity));
-    for (size_t i = 0; i < lines.size() && i < kMaxLines; ++i) out += lines[i];
-    if (lines.size() > kMaxLines) out += fmt::format("  ... and {} more such groups\n", lines.size() - kMaxLines);
+    for (int reason = 0; reason < 2; ++reason) {
+      if (lines[reason].empty()) continue;
+      if (reason == 0) {
+        out += fmt::format("note: rows identical because {} acts only with per_process_memory_fraction set (PyTorch "
+                           "collects cached blocks only under a memory fraction)\n",
+                           keys[k]);
+      } else {
+        out += fmt::format("note: rows identical because {} has no capacity to act on: none was given, {} was "
+                           "assumed; pass --device sim:<your GPU's memory>\n",
+                           keys[k], format_bytes(*assumed_capacity));
+      }
+      for (size_t i = 0; i < lines[reason].size() && i < kMaxLines; ++i) out += lines[reason][i];
+      if (lines[reason].size() > kMaxLines) {
+        out += fmt::format("  ... and {} more such groups\n", lines[reason].size() - kMaxLines);
+      }
+    }
   }
   return out;
 }

@@ -131,7 +131,7 @@ std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<s
                        ranked.size());
   }
 
-  if (const auto assumed = assumed_capacity(ranked.front().device)) out += identical_rows_note(rows, keys, *assumed);
+  out += identical_rows_note(rows, keys, assumed_capacity(ranked.front().device));
 
   // The Pareto front; settings with identical figures share one line.
   const std::vector<SweepRow> front = pareto_front(rows);

@@ -126,19 +126,32 @@ TEST(Capacity, SizeWithoutAUnitIsAnErrorShowingTheForms) {
 TEST(Capacity, CapacityOptionsWarnOnlyWhenTheCapacityWasAssumed) {
   const std::string plain = trace_file("plain.jsonl", kPlainTrace);
   const std::string oom = trace_file("oom.jsonl", kOomTrace);
-  const std::string gc = " -p pytorch:garbage_collection_threshold:0.6";
-  const CommandResult assumed = run_fraglab("replay " + plain + gc);
+  const std::string both = " -p pytorch:garbage_collection_threshold:0.6,per_process_memory_fraction:0.5";
+  const CommandResult assumed = run_fraglab("replay " + plain + both);
   ASSERT_EQ(assumed.status, 0) << assumed.err;
   EXPECT_EQ(assumed.err,
-            "warning: garbage_collection_threshold acts on a share of the GPU's memory, and no capacity was given: pass "
-            "--device sim:<your GPU's memory> (assumed 80.00 GiB)\n");
+            "warning: garbage_collection_threshold acts on a share of the GPU's memory, and no capacity was given: "
+            "pass --device sim:<your GPU's memory> (assumed 80.00 GiB)\n"
+            "warning: per_process_memory_fraction acts on a share of the GPU's memory, and no capacity was given: "
+            "pass --device sim:<your GPU's memory> (assumed 80.00 GiB)\n");
   EXPECT_EQ(assumed.out.find("warning"), std::string::npos) << "warnings go to stderr only";
-  EXPECT_EQ(run_fraglab("replay " + plain + gc + " --device sim:24GiB").err, "");
-  EXPECT_EQ(run_fraglab("replay " + oom + gc).err, "");
+  EXPECT_EQ(run_fraglab("replay " + plain + both + " --device sim:24GiB").err, "");
+  EXPECT_EQ(run_fraglab("replay " + oom + both).err, "");
   const CommandResult fraction = run_fraglab("replay " + plain + " -p pytorch --memory-fraction 0.5");
-  EXPECT_NE(fraction.err.find("warning: per_process_memory_fraction acts on a share"), std::string::npos)
-      << fraction.err;
-  EXPECT_NE(run_fraglab("compare " + plain + gc).err.find("warning: garbage_collection_threshold"), std::string::npos);
+  EXPECT_EQ(fraction.err.find("warning: per_process_memory_fraction acts on a share"), 0u) << fraction.err;
+  EXPECT_NE(run_fraglab("compare " + plain + both).err.find("warning: per_process_memory_fraction"), std::string::npos);
+}
+
+TEST(Capacity, GcWithoutAMemoryFractionWarnsWhateverTheCapacity) {
+  // PyTorch collects cached blocks only under a memory fraction (cca-spec §3.3): the threshold
+  // alone does nothing, on any device, and the warning says that rather than ask for a capacity.
+  const std::string plain = trace_file("plain.jsonl", kPlainTrace);
+  const std::string expected =
+      "warning: garbage_collection_threshold does nothing without per_process_memory_fraction: PyTorch collects "
+      "cached blocks only under a memory fraction\n";
+  EXPECT_EQ(run_fraglab("replay " + plain + " -p pytorch:garbage_collection_threshold:0.6").err, expected);
+  EXPECT_EQ(run_fraglab("replay " + plain + " -p pytorch:garbage_collection_threshold:0.6 --device sim:24GiB").err,
+            expected);
 }
 
 TEST(Capacity, OomsOnAnAssumedCapacityAreNoted) {

@@ -9,10 +9,11 @@
 namespace fraglab {
 namespace {
 
-// A row of a grid over garbage_collection_threshold (gc) x max_split_size_mb (split).
-SweepRow row(const std::string& device, std::optional<std::string> gc, std::optional<std::string> split,
+// A row of a grid over garbage_collection_threshold (gc) x max_split_size_mb (split), with a
+// memory fraction fixed for every run or not.
+SweepRow row(const std::string& device, bool fraction, std::optional<std::string> gc, std::optional<std::string> split,
              Bytes reserved_mib) {
-  std::string spec("pytorch");
+  std::string spec(fraction ? "pytorch:per_process_memory_fraction:0.9" : "pytorch");
   if (gc) spec.append(",garbage_collection_threshold:").append(*gc);
   if (split) spec.append(",max_split_size_mb:").append(*split);
   SweepRow r;
@@ -29,10 +30,10 @@ const std::vector<std::string> kKeys = {"garbage_collection_threshold", "max_spl
 
 // With split=none the three gc values tie (100 MiB each); with split=64 gc=0.5 differs (90 MiB):
 // only the first group is identical.
-std::vector<SweepRow> grid(const std::string& device) {
-  return {row(device, std::nullopt, std::nullopt, 100), row(device, "0.5", std::nullopt, 100),
-          row(device, "0.8", std::nullopt, 100),        row(device, std::nullopt, "64", 120),
-          row(device, "0.5", "64", 90),                 row(device, "0.8", "64", 120)};
+std::vector<SweepRow> grid(const std::string& device, bool fraction = true) {
+  return {row(device, fraction, std::nullopt, std::nullopt, 100), row(device, fraction, "0.5", std::nullopt, 100),
+          row(device, fraction, "0.8", std::nullopt, 100),        row(device, fraction, std::nullopt, "64", 120),
+          row(device, fraction, "0.5", "64", 90),                 row(device, fraction, "0.8", "64", 120)};
 }
 
 TEST(CapacityNote, AssumedCapacityListsOnlyTheIdenticalGroups) {
@@ -56,6 +57,17 @@ TEST(CapacityNote, GivenCapacityHasNoNote) {
   const std::string external = sweep_report(ResultsTable{kKeys, grid("sim:external:1GiB")});
   EXPECT_NE(external.find("capacity 80.00 GiB (default)"), std::string::npos) << external;
   EXPECT_NE(external.find("note: rows identical"), std::string::npos) << external;
+}
+
+TEST(CapacityNote, GcWithoutAMemoryFractionIsNotedWhateverTheCapacity) {
+  // PyTorch collects only under a memory fraction (cca-spec §3.3): that is the reason given.
+  const std::string out = sweep_report(ResultsTable{kKeys, grid("sim:40GiB", false)});
+  EXPECT_NE(out.find("note: rows identical because garbage_collection_threshold acts only with "
+                     "per_process_memory_fraction set (PyTorch collects cached blocks only under a memory fraction)\n"
+                     "  garbage_collection_threshold=none,0.5,0.8 (with max_split_size_mb=none)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("no capacity to act on"), std::string::npos) << out;
 }
 
 TEST(CapacityNote, NoNoteWhenTheOptionActsEverywhere) {
