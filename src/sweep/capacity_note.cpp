@@ -52,8 +52,11 @@ std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::ve
     }
     // Two reasons, one list each: [0] no memory fraction (gc), [1] no capacity given.
     std::vector<std::string> lines[2];
+    std::string first_values;  // the first listed group's "none,0.5,0.8"
+    size_t comparable = 0;     // groups of two rows or more
     for (const auto& group : groups) {
       if (group.size() < 2) continue;
+      ++comparable;
       bool identical = true;
       for (const SweepRow* row : group) identical = identical && same_results(*row, *group.front());
       if (!identical) continue;
@@ -62,11 +65,13 @@ std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::ve
       const bool no_fraction = keys[k] == "garbage_collection_threshold" &&
                                group.front()->spec.find("per_process_memory_fraction") == std::string::npos;
       if (!no_fraction && !assumed_capacity) continue;
-      std::string line = fmt::format("  {}=", keys[k]);
+      std::string values;
       for (size_t i = 0; i < group.size(); ++i) {
-        if (i > 0) line += ',';
-        line += knob_text(group[i]->knobs[k]);
+        if (i > 0) values += ',';
+        values += knob_text(group[i]->knobs[k]);
       }
+      if (first_values.empty()) first_values = values;
+      std::string line = fmt::format("  {}={}", keys[k], values);
       std::string with;
       for (size_t o = 0; o < keys.size(); ++o) {
         if (o == k) continue;
@@ -86,6 +91,11 @@ std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::ve
         out += fmt::format("note: rows identical because {} has no capacity to act on: none was given, {} was "
                            "assumed; pass --device sim:<your GPU's memory>\n",
                            keys[k], format_bytes(*assumed_capacity));
+      }
+      if (lines[reason].size() == comparable && comparable > 1) {  // all alike: one line says it
+        out += fmt::format("  {}={} with every one of the {} combinations of the other options\n", keys[k],
+                           first_values, comparable);
+        continue;
       }
       for (size_t i = 0; i < lines[reason].size() && i < kMaxLines; ++i) out += lines[reason][i];
       if (lines[reason].size() > kMaxLines) {

@@ -70,6 +70,16 @@ TEST(CapacityNote, GcWithoutAMemoryFractionIsNotedWhateverTheCapacity) {
   EXPECT_EQ(out.find("no capacity to act on"), std::string::npos) << out;
 }
 
+TEST(CapacityNote, GroupsAllAlikeShareOneLine) {
+  std::vector<SweepRow> rows = grid("sim");
+  rows[4].metrics.peak_reserved = 120 * MiB;  // gc=0.5 with split=64 now ties too: both groups alike
+  const std::string out = sweep_report(ResultsTable{kKeys, rows});
+  EXPECT_NE(out.find("  garbage_collection_threshold=none,0.5,0.8 with every one of the 2 combinations of the other "
+                     "options\n\n"),
+            std::string::npos)
+      << out;
+}
+
 TEST(CapacityNote, NoNoteWhenTheOptionActsEverywhere) {
   std::vector<SweepRow> rows = grid("sim");
   rows[1].metrics.peak_reserved = 95 * MiB;  // gc=0.5 with split=none now differs too
