@@ -110,6 +110,7 @@ int cmd_check(int argc, char** argv) {
     if (from_baseline) {
       const auto recorded = baseline.value("device", nlohmann::json::object());
       choice.source = recorded.value("capacity_source", std::string("baseline"));
+      choice.label = "sim";  // not the spec rebuilt from the baseline's bytes
     }
     std::vector<ReplayResult> runs;
     for (const std::string& spec : specs) {

@@ -185,9 +185,7 @@ TEST(Capacity, DiffAndCheckNameTheDevice) {
   // Checked later without --device: the baseline's device, and its recorded source.
   const CommandResult check = run_fraglab("check " + trace + " --baseline " + baseline);
   ASSERT_EQ(check.status, 0) << check.out << check.err;
-  EXPECT_NE(first_line(check.out).find("; device sim:2147483648B,external:0B, capacity 2.00 GiB (--device)"),
-            std::string::npos)
-      << check.out;
+  EXPECT_NE(first_line(check.out).find("; device sim, capacity 2.00 GiB (--device)"), std::string::npos) << check.out;
 }
 
 }  // namespace
