@@ -294,9 +294,9 @@ Bytes device_byte_size(std::string_view spec, std::string_view key, std::string_
   auto fail = [&](std::string_view why) -> Bytes {
     const std::string n = numeric ? std::string(value.substr(0, value.size() - unit.size())) : std::string("40");
     const double x = numeric ? number : 40.0;
-    throw InputError(fmt::format("--device '{}': {} '{}' {}; accepted forms: {}GiB, {}GB, {}B "
+    throw InputError(fmt::format("--device '{}': {} '{}' {}; accepted forms: {}GiB, {}GB, {:.0f}B "
                                  "(units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; K, M, G, T are KiB..TiB)",
-                                 spec, key, value, why, n, n, std::llround(x * static_cast<double>(GiB))));
+                                 spec, key, value, why, n, n, x * static_cast<double>(GiB)));
   };
   if (numeric && unit.empty() && number != 0) return fail("has no unit");
   try {
