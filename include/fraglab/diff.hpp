@@ -82,6 +82,7 @@ struct Divergence {
 
 struct TraceDiff {
   std::string policy;
+  std::string device;  // "sim, capacity 80.00 GiB (default)": named in the report's header when set
   std::string name_a, name_b;
   ReplayProfile a, b;
   Divergence divergence;

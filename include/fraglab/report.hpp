@@ -15,6 +15,9 @@ struct DeviceDescription {
   std::string kind;
   Bytes capacity = 0;
   Bytes external = 0;
+  // Where the capacity came from: "--device", "recorded oom" (reserved + device_free at the
+  // trace's recorded oom) or "default" (80 GiB assumed). Empty: not known (left out of the JSON).
+  std::string capacity_source;
 };
 
 struct ReportOptions {
@@ -27,6 +30,8 @@ nlohmann::json results_json(const Trace& trace, const TraceSummary& summary,
                             const DeviceDescription& device, const std::vector<ReplayResult>& runs,
                             const ReportOptions& options = {});
 nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options = {});
+// The "device" object of the results JSON: kind, capacity_bytes, external_bytes, capacity_source.
+nlohmann::json device_json(const DeviceDescription& device);
 
 // A fixed-width table, one row per run, for a terminal.
 std::string results_table(const TraceSummary& summary, const std::vector<ReplayResult>& runs,

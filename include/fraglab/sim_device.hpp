@@ -94,8 +94,13 @@ class SimDevice final : public Device {
 };
 
 // Parses "sim", "sim:40GiB", "sim:40GiB,external:1GiB", "sim:capacity:40GiB,external:512MiB".
+// Sizes need a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; case-insensitive; only 0 may go
+// without): "sim:40" is an error showing 40GiB, 40GB and 42949672960B, not 40 bytes.
 // Throws InputError naming the spec on anything else.
 SimDeviceConfig parse_sim_device(std::string_view spec);
+// The spec sets the capacity ("sim:40GiB", "sim:capacity:40GiB"); "sim" and
+// "sim:external:1GiB" leave the default 80 GiB. Does not validate the spec.
+bool names_capacity(std::string_view spec);
 
 // "80GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes. Throws InputError on garbage.
 Bytes parse_byte_size(std::string_view text, std::string_view what);

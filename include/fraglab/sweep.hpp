@@ -220,6 +220,9 @@ struct SweepJob {
   const Trace* trace = nullptr;  // shared, read-only, by every thread
   std::string spec;
   StartState start_state = StartState::Recorded;  // replaces SweepRunOptions::replay's
+  // A fresh device for this job, when its trace needs its own (a capacity from the trace's
+  // recorded oom); empty: SweepRunOptions::make_device.
+  std::function<std::unique_ptr<Device>()> make_device = {};
 };
 
 struct SweepRunOptions {
@@ -254,6 +257,15 @@ struct SweepReportOptions {
   std::size_t top = 25;  // table rows per trace; 0 = all
   std::map<std::string, SweepTraceContext> traces;
 };
+// Options that act on a share of the GPU's memory: rows differing only in one of them act the
+// same when the capacity is too large for the share to bind, which the report points out when
+// the capacity was assumed.
+bool needs_capacity(std::string_view option);
+// A results file's device column as a section header names it: "sim, capacity 80.00 GiB
+// (default)" for a spec without a capacity, "sim:40GiB, capacity 40.00 GiB" otherwise (a column
+// that is not a device spec is shown as it is). From the column alone, so a merge of shards
+// describes it as the sweep did.
+std::string describe_device_column(std::string_view device);
 // The end-of-sweep text: per trace the ranked table, the Pareto front and the best setting;
 // with several traces also the setting best across all of them.
 std::string sweep_report(const ResultsTable& table, const SweepReportOptions& options = {});

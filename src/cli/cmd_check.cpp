@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/device_choice.hpp"
 #include "fraglab/check.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
@@ -36,11 +37,11 @@ nlohmann::json read_json(const std::string& path, const char* what) {
   return j;
 }
 
-// The device the baseline was measured on, as a spec string ("sim:85899345920,external:0").
+// The device the baseline was measured on, as a spec string ("sim:85899345920B,external:0B").
 std::string baseline_device(const nlohmann::json& baseline) {
   const auto& d = baseline.value("device", nlohmann::json::object());
   if (d.value("kind", "") != "sim" || !d.contains("capacity_bytes")) return "sim";
-  return fmt::format("sim:{},external:{}", d["capacity_bytes"].get<Bytes>(), d.value("external_bytes", Bytes{0}));
+  return fmt::format("sim:{}B,external:{}B", d["capacity_bytes"].get<Bytes>(), d.value("external_bytes", Bytes{0}));
 }
 
 }  // namespace
@@ -103,6 +104,7 @@ int cmd_check(int argc, char** argv) {
   if (!update || have_baseline) baseline = read_json(baseline_path, "baseline");
 
   nlohmann::json current;
+  std::string device_text;  // "; device sim, capacity 80.00 GiB (default)" when a trace was replayed
   if (!results_path.empty()) {
     current = read_json(results_path, "results");
   } else {
@@ -110,10 +112,12 @@ int cmd_check(int argc, char** argv) {
       for (const auto& run : baseline["runs"]) specs.push_back(run.value("policy", ""));
     }
     if (specs.empty()) throw InputError(fmt::format("{}: no baseline runs to repeat; name policies with -p", baseline_path));
-    if (device_spec.empty()) device_spec = have_baseline ? baseline_device(baseline) : "sim";
+    // The device: --device, else the baseline's, else what replay would choose (device_choice.hpp).
+    const bool from_baseline = device_spec.empty() && have_baseline;
+    if (from_baseline) device_spec = baseline_device(baseline);
+    const std::optional<std::string> device_option = device_spec.empty() ? std::nullopt : std::optional(device_spec);
     for (const std::string& spec : specs) {  // bad specs fail before the trace is read
-      std::unique_ptr<Device> device = make_device(device_spec);
-      create_policy(spec, *device);
+      create_policy(spec, *make_device(choose_device(device_option).spec));
     }
     const TraceReadOptions read_options{.device_index = device_index};
     // Like is compared with like: the baseline's start state unless told otherwise.
@@ -126,14 +130,21 @@ int cmd_check(int argc, char** argv) {
     const Trace trace = load_trace(trace_path, read_options);
     ReplayOptions replay;
     replay.start_state = choose_start_state(start_option, trace, specs);
+    DeviceChoice choice = choose_device(device_option, trace);
+    if (from_baseline) {
+      const auto recorded = baseline.value("device", nlohmann::json::object());
+      choice.source = recorded.value("capacity_source", std::string("baseline"));
+      choice.label = "sim";  // not the spec rebuilt from the baseline's bytes
+    }
     std::vector<ReplayResult> runs;
     for (const std::string& spec : specs) {
-      std::unique_ptr<Device> device = make_device(device_spec);
+      std::unique_ptr<Device> device = make_device(choice.spec);
       std::unique_ptr<Policy> policy = create_policy(spec, *device);
       runs.push_back(Replayer(trace, *policy, *device, replay).run(spec));
     }
     mark_recorded_settings(trace, runs);
-    current = results_json(trace, summarize(trace), describe_device(device_spec), runs);
+    current = results_json(trace, summarize(trace), device_description(choice), runs);
+    device_text = fmt::format("; device {}", describe_choice(choice));
   }
 
   if (update) {
@@ -148,7 +159,8 @@ int cmd_check(int argc, char** argv) {
   for (const std::string& w : outcome.warnings) std::cerr << "check: warning: " << w << '\n';
   // With a machine report on stdout, the table goes to stderr so stdout stays parseable.
   std::ostream& table = json_path == "-" || junit_path == "-" ? std::cerr : std::cout;
-  table << fmt::format("check {} against {}\n", results_path.empty() ? trace_path : results_path, baseline_path);
+  table << fmt::format("check {} against {}{}\n", results_path.empty() ? trace_path : results_path, baseline_path,
+                       device_text);
   table << check_table(outcome);
   table.flush();
   if (!json_path.empty()) write_output(json_path, check_json(outcome));

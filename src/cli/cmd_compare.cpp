@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/device_choice.hpp"
 #include "fraglab/policy.hpp"
 
 namespace fraglab::cli {
@@ -20,7 +21,9 @@ int cmd_compare(int argc, char** argv) {
       ("policy,p", po::value(&specs)->composing(),
        "policy spec NAME[:OPTIONS], repeatable (default: every policy at its defaults, plus "
        "pytorch:expandable_segments:True)")
-      ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
+      ("device", po::value(&device_spec),
+       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default: reserved + device_free "
+       "at the trace's recorded oom, else 80GiB)")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
       ("json", po::value(&json_path), "write the results JSON (with lower_bound_bytes and overheads) to FILE (- for stdout)")
       ("stats", "add each policy's detailed statistics to the JSON")
@@ -37,8 +40,10 @@ int cmd_compare(int argc, char** argv) {
       "peak requested bytes. over_bound = peak_reserved / lower_bound - 1.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
 
+  const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
+  const std::string early_device = choose_device(device_option).spec;
   for (const std::string& spec : specs) {  // a bad spec fails before a long trace loads
-    std::unique_ptr<Device> device = make_device(device_spec);
+    std::unique_ptr<Device> device = make_device(early_device);
     create_policy(spec, *device);
   }
   check_start_state_option(start_option);
@@ -54,9 +59,11 @@ int cmd_compare(int argc, char** argv) {
     const bool listed = std::any_of(specs.begin(), specs.end(), [&](const std::string& s) { return same_policy(s, *recorded); });
     if (!listed) specs.push_back(*recorded);
   }
+  const DeviceChoice device = choose_device(device_option, trace);
+  warn_capacity_options(device, specs, std::cerr);
 
   RunSettings settings;
-  settings.device_spec = device_spec;
+  settings.device_spec = device.spec;
   settings.check_invariants = vm.count("check-invariants") > 0;
   settings.replay.start_state = choose_start_state(start_option, trace, specs);
   std::vector<ReplayResult> runs;
@@ -68,13 +75,13 @@ int cmd_compare(int argc, char** argv) {
   ReportOptions json_report;
   json_report.include_stats = vm.count("stats") > 0;
   if (!json_path.empty()) {
-    write_output(json_path, compare_json(trace, summary, describe_device(device_spec), runs, json_report).dump(2) + "\n");
+    write_output(json_path, compare_json(trace, summary, device_description(device), runs, json_report).dump(2) + "\n");
   }
   if (json_path != "-") {
     ReportOptions table;
     table.include_timing = vm.count("no-timing") == 0;
-    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}; {}\n", trace.name, summary.events,
-                             summary.allocs, device_spec, start_state_header(trace, settings.replay.start_state));
+    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
+                             summary.allocs, describe_choice(device), start_state_header(trace, settings.replay.start_state));
     std::cout << compare_table(summary, runs, table);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {
@@ -84,6 +91,9 @@ int cmd_compare(int argc, char** argv) {
       }
     }
   }
+  note_assumed_capacity_ooms(
+      device, std::any_of(runs.begin(), runs.end(), [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }),
+      std::cerr);
   return report_invariant_violations(runs) ? 1 : 0;
 }
 

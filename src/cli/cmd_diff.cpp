@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/device_choice.hpp"
 #include "fraglab/diff.hpp"
 #include "fraglab/policy.hpp"
 
@@ -19,7 +20,8 @@ int cmd_diff(int argc, char** argv) {
   options.add_options()
       ("traces", po::value(&paths)->required()->multitoken(), "the two traces: A (before) and B (after)")
       ("policy,p", po::value(&spec)->default_value("pytorch"), "policy spec both traces are replayed under")
-      ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
+      ("device", po::value(&device_spec),
+       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default 80GiB)")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
       ("json", po::value(&json_path), "write the comparison as JSON to FILE (- for stdout)")
       ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp);
@@ -33,10 +35,10 @@ int cmd_diff(int argc, char** argv) {
       "first event at which the two timelines part.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
   if (paths.size() != 2) throw InputError(fmt::format("expected two traces (A and B), got {}", paths.size()));
-  {
-    std::unique_ptr<Device> device = make_device(device_spec);
-    create_policy(spec, *device);  // a bad spec fails before the traces are read
-  }
+  // One device for both sides (a recorded oom of either would change what is compared).
+  const DeviceChoice device = choose_device(vm.count("device") ? std::optional(device_spec) : std::nullopt);
+  create_policy(spec, *make_device(device.spec));  // a bad spec fails before the traces are read
+  warn_capacity_options(device, {spec}, std::cerr);
   check_start_state_option(start_option);
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace a = load_trace(paths[0], read_options);
@@ -46,10 +48,16 @@ int cmd_diff(int argc, char** argv) {
   const StartState start_a = choose_start_state(start_option, a, {spec});
   const StartState start_b = choose_start_state(start_option, b, {spec});
   replay.start_state = start_a == StartState::Cold || start_b == StartState::Cold ? StartState::Cold : StartState::Recorded;
-  const TraceDiff diff = diff_traces(a, b, spec, [&device_spec] { return make_device(device_spec); }, replay);
+  TraceDiff diff = diff_traces(a, b, spec, [&device] { return make_device(device.spec); }, replay);
+  diff.device = describe_choice(device);
   std::cerr << fmt::format("diff: {} and {} replayed under {} from the {} start state\n", a.name, b.name, spec,
                            start_state_name(replay.start_state));
-  if (!json_path.empty()) write_output(json_path, diff_json(a, b, diff).dump(2) + "\n");
+  if (!json_path.empty()) {
+    nlohmann::json j = diff_json(a, b, diff);
+    j["device"] = device_json(device_description(device));
+    j["start_state"] = start_state_name(replay.start_state);
+    write_output(json_path, j.dump(2) + "\n");
+  }
   if (json_path != "-") std::cout << diff_report(a, b, diff);
   return 0;
 }

@@ -2,10 +2,12 @@
 //                [--check-invariants]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/device_choice.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/timeline.hpp"
@@ -24,7 +26,9 @@ int cmd_replay(int argc, char** argv) {
       ("policy,p", po::value(&specs)->composing(),
        "policy spec NAME[:OPTIONS], repeatable (default: every policy at its defaults); e.g. "
        "pytorch:expandable_segments:True,max_split_size_mb:128")
-      ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
+      ("device", po::value(&device_spec),
+       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default: reserved + device_free "
+       "at the trace's recorded oom, else 80GiB)")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
       ("memory-fraction", po::value(&memory_fraction),
        "torch.cuda.set_per_process_memory_fraction for pytorch policies (adds per_process_memory_fraction)")
@@ -56,8 +60,10 @@ int cmd_replay(int argc, char** argv) {
     }
   }
   // Check every policy spec and the device first: a bad option fails before a long trace loads.
+  const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
+  const std::string early_device = choose_device(device_option).spec;
   for (const std::string& spec : specs) {
-    std::unique_ptr<Device> device = make_device(device_spec);
+    std::unique_ptr<Device> device = make_device(early_device);
     create_policy(spec, *device);
   }
   check_start_state_option(start_option);
@@ -66,12 +72,14 @@ int cmd_replay(int argc, char** argv) {
   const TraceSummary summary = summarize(trace);
   std::vector<std::string> skipped;
   if (default_policies) specs = default_policy_specs(trace, skipped);
+  const DeviceChoice device = choose_device(device_option, trace);
+  warn_capacity_options(device, specs, std::cerr);
 
   ReportOptions report;
   report.include_stats = vm.count("stats") > 0;
   report.include_timing = vm.count("timing") > 0;
   RunSettings settings;
-  settings.device_spec = device_spec;
+  settings.device_spec = device.spec;
   settings.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
   settings.replay.start_state = choose_start_state(start_option, trace, specs);
   settings.check_invariants = vm.count("check-invariants") > 0;
@@ -93,11 +101,11 @@ int cmd_replay(int argc, char** argv) {
 
   const bool json_to_stdout = json_path == "-";
   if (!json_path.empty()) {
-    write_output(json_path, results_json(trace, summary, describe_device(device_spec), results, report).dump(2) + "\n");
+    write_output(json_path, results_json(trace, summary, device_description(device), results, report).dump(2) + "\n");
   }
   if (!json_to_stdout) {
-    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}; {}\n", trace.name, summary.events,
-                             summary.allocs, device_spec, start_state_header(trace, settings.replay.start_state));
+    std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
+                             summary.allocs, describe_choice(device), start_state_header(trace, settings.replay.start_state));
     std::cout << results_table(summary, results, report);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : results) {
@@ -112,6 +120,9 @@ int cmd_replay(int argc, char** argv) {
       }
     }
   }
+  note_assumed_capacity_ooms(device, std::any_of(results.begin(), results.end(),
+                                                 [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }),
+                             std::cerr);
   return report_invariant_violations(results) ? 1 : 0;
 }
 

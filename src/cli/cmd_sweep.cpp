@@ -18,6 +18,7 @@
 
 #include "cli/common.hpp"
 #include "fraglab/policy.hpp"
+#include "cli/device_choice.hpp"
 #include "fraglab/sweep.hpp"
 
 namespace fraglab::cli {
@@ -114,7 +115,9 @@ int cmd_sweep(int argc, char** argv) {
       ("resume", "skip the runs already in the output file and append the rest")
       ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)")
       ("shard", po::value(&shard_text), "run only slice I of N (0 <= I < N) of the runs; join with fraglab merge")
-      ("device", po::value(&device_spec)->default_value("sim"), "device: sim[:CAPACITY][,external:BYTES]")
+      ("device", po::value(&device_spec),
+       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default per trace: reserved + "
+       "device_free at its recorded oom, else 80GiB)")
       ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
       ("stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")
       ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)
@@ -142,7 +145,8 @@ int cmd_sweep(int argc, char** argv) {
   grid.base_spec = base_spec;
   for (const std::string& arg : grid_args) grid.axes.push_back(parse_grid_axis(arg));
   validate_grid(grid);
-  make_device(device_spec);
+  const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
+  choose_device(device_option);
   check_start_state_option(start_option);
   const Shard shard = vm.count("shard") ? parse_shard(shard_text) : Shard{};
   const bool resume = vm.count("resume") > 0;
@@ -166,10 +170,30 @@ int cmd_sweep(int argc, char** argv) {
   for (const Setting& s : settings) all_specs.push_back(s.spec);
   std::vector<StartState> start_states;
   for (const Trace& trace : traces) start_states.push_back(choose_start_state(start_option, trace, all_specs));
+  // Each trace's device; the device column of its rows is the spec it ran on, so a capacity
+  // taken from a recorded oom shows there ("sim:264241152B") and here, where its source is known.
+  std::vector<DeviceChoice> devices;
+  std::vector<std::string> setting_specs;
+  for (const Setting& s : settings) setting_specs.push_back(s.spec);
+  for (const Trace& trace : traces) {
+    devices.push_back(choose_device(device_option, trace));
+    const DeviceChoice& d = devices.back();
+    if (d.source == kSourceRecordedOom) {
+      std::cerr << fmt::format("sweep: {}: device {}: capacity {} from its recorded oom (reserved + device_free); "
+                               "--device overrides it\n",
+                               trace.name, d.spec, format_bytes(d.capacity));
+    }
+  }
+  // Once for the sweep: on an assumed capacity if any trace has one (it is the same for all).
+  const auto assumed = std::find_if(devices.begin(), devices.end(), [](const DeviceChoice& d) { return d.assumed(); });
+  if (!devices.empty()) {
+    warn_capacity_options(assumed != devices.end() ? *assumed : devices.front(), setting_specs, std::cerr);
+  }
   SweepRunOptions run_options;
   run_options.threads = threads;
   run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
-  run_options.make_device = [&device_spec] { return make_device(device_spec); };
+  // Every job brings its trace's device (below); this is only the fallback the runner wants.
+  run_options.make_device = [fallback = device_option.value_or("sim")] { return make_device(fallback); };
   // The recorded settings of each recorded trace: the baseline improvements are stated against.
   // A grid point of the same policy is that baseline; otherwise they are replayed here, once, and
   // the run travels in the results file's metadata (so a merge of shards reports the same).
@@ -183,14 +207,16 @@ int cmd_sweep(int argc, char** argv) {
     const bool in_grid = std::any_of(settings.begin(), settings.end(),
                                      [&](const Setting& s) { return same_policy(s.spec, *recorded); });
     if (in_grid) continue;
-    std::vector<SweepJob> extra{{&traces[t], *recorded, start_states[t]}};
+    const std::string device_of_trace = devices[t].spec;
+    std::vector<SweepJob> extra{
+        {&traces[t], *recorded, start_states[t], [device_of_trace] { return make_device(device_of_trace); }}};
     SweepRunOptions one = run_options;
     one.threads = 1;
     run_sweep(extra, one, [&](std::size_t, const ReplayResult& result) {
       Setting setting;
       setting.values.assign(knob_keys.size(), std::nullopt);
       setting.spec = *recorded;
-      context.recorded_run = make_row(traces[t].name, device_spec, setting, result);
+      context.recorded_run = make_row(traces[t].name, devices[t].spec, setting, result);
     });
   }
   std::erase_if(contexts, [](const auto& entry) {
@@ -203,8 +229,9 @@ int cmd_sweep(int argc, char** argv) {
   if (!output.empty()) {
     std::vector<TraceIdentity> identities;
     for (const Trace& trace : traces) identities.push_back(trace_identity(trace));
+    const std::string device_text = device_option.value_or("sim");
     stream = std::make_unique<ResultsStream>(output, knob_keys, resume,
-                                             sweep_meta(grid, device_spec, identities, shard, start_option, contexts));
+                                             sweep_meta(grid, device_text, identities, shard, start_option, contexts));
   }
   // Runs already in the file (resume), by key.
   std::unordered_map<std::string, const SweepRow*> done;
@@ -224,7 +251,7 @@ int cmd_sweep(int argc, char** argv) {
     for (std::size_t s = 0; s < settings.size(); ++s) {
       if (!shard.contains(t * settings.size() + s)) continue;
       ++in_shard;
-      const auto it = done.find(row_key(traces[t].name, device_spec, settings[s].spec));
+      const auto it = done.find(row_key(traces[t].name, devices[t].spec, settings[s].spec));
       if (it == done.end()) pending.push_back({t, s});
       else rows.push_back(*it->second);
     }
@@ -238,11 +265,15 @@ int cmd_sweep(int argc, char** argv) {
 
   std::vector<SweepJob> jobs;
   jobs.reserve(pending.size());
-  for (const Pending& p : pending) jobs.push_back({&traces[p.trace], settings[p.setting].spec, start_states[p.trace]});
+  for (const Pending& p : pending) {
+    const std::string spec = devices[p.trace].spec;
+    jobs.push_back({&traces[p.trace], settings[p.setting].spec, start_states[p.trace], [spec] { return make_device(spec); }});
+  }
   ProgressPrinter progress(jobs.size(), vm.count("no-progress") == 0);
   std::size_t finished = 0;
   run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
-    rows.push_back(make_row(traces[pending[i].trace].name, device_spec, settings[pending[i].setting], result));
+    rows.push_back(make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec,
+                            settings[pending[i].setting], result));
     if (stream) stream->append(rows.back());
     progress.update(++finished);
   });

@@ -32,7 +32,7 @@ std::unique_ptr<Device> make_device(const std::string& spec) {
 
 DeviceDescription describe_device(const std::string& spec) {
   std::unique_ptr<Device> device = make_device(spec);
-  DeviceDescription d{device->kind(), device->capacity(), 0};
+  DeviceDescription d{device->kind(), device->capacity(), 0, ""};
   if (const auto* sim = dynamic_cast<const SimDevice*>(device.get())) d.external = sim->external();
   return d;
 }

@@ -76,7 +76,8 @@ inline constexpr const char* kStartStateHelp =
     "settings, cold otherwise";
 void check_start_state_option(const std::string& option);
 StartState choose_start_state(const std::string& option, const Trace& trace, const std::vector<std::string>& specs);
-// "start state cold (N allocations, X reserved before the trace began)", for headers.
+// "; start state cold (N allocations, X reserved before the trace began)" for headers; empty for a
+// trace that starts from nothing.
 std::string start_state_header(const Trace& trace, StartState state);
 // Sets ReplayResult::recorded_settings on the runs of the trace's own settings.
 void mark_recorded_settings(const Trace& trace, std::vector<ReplayResult>& runs);

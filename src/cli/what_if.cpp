@@ -40,8 +40,8 @@ void check_start_state_option(const std::string& option) {
 }
 
 std::string start_state_header(const Trace& trace, StartState state) {
-  if (trace.initial.empty()) return "start state empty";
-  return fmt::format("start state {} ({} allocations, {} reserved before the trace began)", start_state_name(state),
+  if (trace.initial.empty()) return "";  // the trace starts from nothing: no start state to choose
+  return fmt::format("; start state {} ({} allocations, {} reserved before the trace began)", start_state_name(state),
                      trace.initial.allocations.size(), format_bytes(trace.initial.reserved_bytes()));
 }
 

@@ -281,6 +281,45 @@ Bytes parse_byte_size(std::string_view text, std::string_view what) {
   return static_cast<Bytes>(std::llround(bytes));
 }
 
+namespace {
+
+// A size inside a device spec must carry its unit: "sim:40" used to mean 40 bytes, which no one
+// means, and the run then failed every cudaMalloc for a reason the output did not show. The
+// error shows the accepted forms with the user's own number.
+Bytes device_byte_size(std::string_view spec, std::string_view key, std::string_view value) {
+  double number = 0;
+  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+  const bool numeric = !value.empty() && ec == std::errc() && std::isfinite(number) && number >= 0;
+  const std::string_view unit = numeric ? value.substr(static_cast<size_t>(ptr - value.data())) : value;
+  auto fail = [&](std::string_view why) -> Bytes {
+    const std::string n = numeric ? std::string(value.substr(0, value.size() - unit.size())) : std::string("40");
+    const double x = numeric ? number : 40.0;
+    throw InputError(fmt::format("--device '{}': {} '{}' {}; accepted forms: {}GiB, {}GB, {:.0f}B "
+                                 "(units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; K, M, G, T are KiB..TiB)",
+                                 spec, key, value, why, n, n, x * static_cast<double>(GiB)));
+  };
+  if (numeric && unit.empty() && number != 0) return fail("has no unit");
+  try {
+    return parse_byte_size(value, key);
+  } catch (const InputError&) {
+    return fail(numeric ? "has an unknown unit" : "is not a size");
+  }
+}
+
+}  // namespace
+
+bool names_capacity(std::string_view spec) {
+  std::string_view rest = spec.size() > 4 ? spec.substr(4) : std::string_view{};
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const size_t colon = item.find(':');
+    if (colon == std::string_view::npos || item.substr(0, colon) == "capacity") return true;
+  }
+  return false;
+}
+
 SimDeviceConfig parse_sim_device(std::string_view spec) {
   SimDeviceConfig config;
   auto bad = [&](std::string_view why) {
@@ -298,7 +337,7 @@ SimDeviceConfig parse_sim_device(std::string_view spec) {
     std::string_view key = colon == std::string_view::npos ? std::string_view{"capacity"} : item.substr(0, colon);
     std::string_view value = colon == std::string_view::npos ? item : item.substr(colon + 1);
     if (key != "capacity" && key != "external") bad(fmt::format("unknown key '{}' (accepted: capacity, external)", key));
-    const Bytes bytes = parse_byte_size(value, fmt::format("--device '{}': {}", spec, key));
+    const Bytes bytes = device_byte_size(spec, key, value);
     (key == "capacity" ? config.capacity : config.external) = bytes;
   }
   if (config.capacity == 0) bad("capacity must be positive");

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "fraglab/policy.hpp"
+#include "fraglab/recorded_memory.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/report.hpp"
 #include "fraglab/sim_device.hpp"
@@ -388,20 +389,11 @@ RunAssumptions assume(const Trace& trace, const ValidateOptions& options, Valida
   }
 
   // Recorded reserved bytes, and the memory the allocator could obtain.
-  report.reserved_at_start = trace.initial.reserved_bytes();
-  Bytes reserved = report.reserved_at_start;
-  Bytes peak = reserved;
-  std::optional<Bytes> oom_available;
-  for (const Event& e : trace.events) {
-    if (e.op == Op::SegmentAlloc || e.op == Op::SegmentMap) reserved += e.size;
-    if (is_release(e.op)) reserved -= e.size;
-    peak = std::max(peak, reserved);
-    if (e.op == Op::Oom) {
-      ++report.ooms_recorded;
-      const Bytes at_oom = reserved + e.addr;  // reserved now + what cudaMemGetInfo called free
-      oom_available = oom_available ? std::min(*oom_available, at_oom) : at_oom;
-    }
-  }
+  const RecordedMemory recorded = recorded_memory(trace);
+  report.reserved_at_start = recorded.reserved_at_start;
+  report.ooms_recorded = recorded.ooms;
+  const Bytes peak = recorded.peak_reserved;
+  const std::optional<Bytes> oom_available = recorded.available_at_oom;
   report.peak_reserved_recorded = peak;
   if (options.available) {
     report.available_bytes = *options.available;

@@ -49,6 +49,12 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
   return j;
 }
 
+nlohmann::json device_json(const DeviceDescription& device) {
+  nlohmann::json j = {{"kind", device.kind}, {"capacity_bytes", device.capacity}, {"external_bytes", device.external}};
+  if (!device.capacity_source.empty()) j["capacity_source"] = device.capacity_source;
+  return j;
+}
+
 nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
                             const std::vector<ReplayResult>& runs, const ReportOptions& options) {
   nlohmann::json j;
@@ -59,7 +65,7 @@ nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, con
                 {"peak_requested_bytes", summary.peak_requested},
                 // The trace's identity (with name and events), which `check` compares.
                 {"request_hash", request_hash(trace)}};
-  j["device"] = {{"kind", device.kind}, {"capacity_bytes", device.capacity}, {"external_bytes", device.external}};
+  j["device"] = device_json(device);
   // Every run of one command starts the same way; the top level says how (design.md "What-if").
   if (!runs.empty()) j["start_state"] = start_state_name(runs.front().start_state);
   j["runs"] = nlohmann::json::array();

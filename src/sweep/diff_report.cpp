@@ -49,7 +49,8 @@ std::string bytes_or_dash(const void* p, Bytes v) { return p ? format_bytes(v) :
 std::string diff_report(const Trace& a, const Trace& b, const TraceDiff& diff) {
   const Metrics& ma = diff.a.result.metrics;
   const Metrics& mb = diff.b.result.metrics;
-  std::string out = fmt::format("diff under {}\n  A = {} ({} events)\n  B = {} ({} events)\n\n", diff.policy,
+  const std::string device = diff.device.empty() ? std::string() : fmt::format("; device {}", diff.device);
+  std::string out = fmt::format("diff under {}{}\n  A = {} ({} events)\n  B = {} ({} events)\n\n", diff.policy, device,
                                 diff.name_a, a.events.size(), diff.name_b, b.events.size());
   out += fmt::format("  {:<24} {:>14} {:>14} {:>14}\n", "", "A", "B", "B - A");
   auto bytes_row = [&](const char* name, Bytes x, Bytes y) {

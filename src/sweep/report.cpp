@@ -10,7 +10,9 @@
 
 #include "fraglab/policy.hpp"
 #include "fraglab/report.hpp"
+#include "fraglab/sim_device.hpp"
 #include "fraglab/sweep.hpp"
+#include "capacity_note.hpp"
 
 namespace fraglab {
 namespace {
@@ -53,6 +55,15 @@ bool all_default(const SweepRow& row, const std::vector<std::string>& keys) {
     if (option == info->options.end() || option->default_value != *row.knobs[k]) return false;
   }
   return true;
+}
+
+// The capacity a device column's runs had without one being given (nullopt: it was given).
+std::optional<Bytes> assumed_capacity(std::string_view device) {
+  try {
+    if (!names_capacity(device)) return parse_sim_device(device).capacity;
+  } catch (const InputError&) {
+  }
+  return std::nullopt;
 }
 
 std::string signed_bytes(Bytes to, Bytes from) {
@@ -108,8 +119,8 @@ std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<s
       if (all_default(r, keys) && (baseline == nullptr || canonical_less(r, *baseline))) baseline = &r;
     }
   }
-  std::string out = fmt::format("== {} on {}: {} settings{} ==\n", ranked.front().trace, ranked.front().device,
-                                ranked.size(),
+  std::string out = fmt::format("== {} on {}: {} settings{} ==\n", ranked.front().trace,
+                                describe_device_column(ranked.front().device), ranked.size(),
                                 context != nullptr && !context->start_state.empty()
                                     ? fmt::format(", start state {}", context->start_state)
                                     : std::string());
@@ -147,6 +158,8 @@ std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<s
     out += fmt::format("  ... {} more (showing {} of {}; --top 0 shows all)\n", ranked.size() - shown, shown,
                        ranked.size());
   }
+
+  out += identical_rows_note(rows, keys, assumed_capacity(ranked.front().device));
 
   // The Pareto front; settings with identical figures share one line.
   const std::vector<SweepRow> front = pareto_front(rows);
@@ -207,6 +220,16 @@ std::string across_traces(const std::vector<SweepRow>& rows, size_t trace_count)
 }
 
 }  // namespace
+
+std::string describe_device_column(std::string_view device) {
+  try {
+    const SimDeviceConfig config = parse_sim_device(device);
+    return fmt::format("{}, capacity {}{}", device, format_bytes(config.capacity),
+                       names_capacity(device) ? "" : " (default)");
+  } catch (const InputError&) {
+    return std::string(device);
+  }
+}
 
 std::vector<SweepRow> rank_rows(std::vector<SweepRow> rows) {
   std::sort(rows.begin(), rows.end(), rank_less);

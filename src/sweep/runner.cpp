@@ -29,7 +29,7 @@ void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options
       if (i >= jobs.size()) return;
       try {
         const SweepJob& job = jobs[i];
-        std::unique_ptr<Device> device = options.make_device();
+        std::unique_ptr<Device> device = job.make_device ? job.make_device() : options.make_device();
         std::unique_ptr<Policy> policy = create_policy(job.spec, *device);
         ReplayOptions replay = options.replay;
         replay.start_state = job.start_state;

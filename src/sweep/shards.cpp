@@ -108,14 +108,16 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
   }
 
   // Every run of a shard given is there (a shard that was killed and not resumed lacks some).
+  // Keyed by trace and spec: each trace's rows carry the device it ran on (a capacity from its
+  // recorded oom differs from trace to trace), so the sweep's device option is not their key.
   std::unordered_set<std::string> have;
-  for (const SweepRow& row : rows) have.insert(row_key(row));
+  for (const SweepRow& row : rows) have.insert(row_key(row.trace, "", row.spec));
   std::map<std::string, std::pair<std::size_t, std::string>> lacking;  // file -> count, first missing run
   for (std::size_t k = 0; k < runs; ++k) {
     if (owner[k] == nullptr) continue;
     const TraceIdentity& trace = meta.traces[k / settings.size()];
     const std::string& spec = settings[k % settings.size()].spec;
-    if (have.count(row_key(trace.name, meta.device, spec)) != 0) continue;
+    if (have.count(row_key(trace.name, "", spec)) != 0) continue;
     auto& entry = lacking[owner[k]->first];
     if (entry.first++ == 0) entry.second = fmt::format("trace {}, spec {}", trace.name, spec);
   }

@@ -169,6 +169,45 @@ TEST(SimDeviceSpec, ParsesCapacityAndExternal) {
   EXPECT_THROW(parse_sim_device("sim:0"), InputError);
 }
 
+// The error text of a spec parse_sim_device rejects.
+std::string spec_error(const char* spec) {
+  try {
+    parse_sim_device(spec);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(SimDeviceSpec, SizesNeedAUnit) {
+  // "sim:40" was 40 bytes; now an error showing the forms with the user's number:
+  // 40 GiB = 40 * 1073741824 = 42949672960 bytes.
+  const std::string bare = spec_error("sim:40");
+  for (const char* form : {"'sim:40'", "capacity", "40GiB", "40GB", "42949672960B"}) {
+    EXPECT_NE(bare.find(form), std::string::npos) << bare;
+  }
+  EXPECT_EQ(bare.find('\n'), std::string::npos) << "one line";
+  // 1.5 GiB = 1610612736 bytes.
+  EXPECT_NE(spec_error("sim:1.5").find("1.5GiB, 1.5GB, 1610612736B"), std::string::npos) << spec_error("sim:1.5");
+  EXPECT_NE(spec_error("sim:40GiB,external:512").find("external '512' has no unit"), std::string::npos);
+  // A unit that is not one: the same kind of error.
+  EXPECT_NE(spec_error("sim:40GBi").find("42949672960B"), std::string::npos) << spec_error("sim:40GBi");
+  EXPECT_NE(spec_error("sim:40gigs").find("unknown unit"), std::string::npos) << spec_error("sim:40gigs");
+  // Every form the error shows is accepted (units are case-insensitive).
+  EXPECT_EQ(parse_sim_device("sim:40GB").capacity, 40'000'000'000u);
+  EXPECT_EQ(parse_sim_device("sim:42949672960B").capacity, 40 * GiB);
+  EXPECT_EQ(parse_sim_device("sim:40gib").capacity, 40 * GiB);
+  EXPECT_EQ(parse_sim_device("sim:40GiB,external:0").external, 0u);  // zero needs no unit
+}
+
+TEST(SimDeviceSpec, NamesCapacity) {
+  EXPECT_FALSE(names_capacity("sim"));
+  EXPECT_FALSE(names_capacity("sim:external:1GiB"));
+  EXPECT_TRUE(names_capacity("sim:40GiB"));
+  EXPECT_TRUE(names_capacity("sim:capacity:40GiB,external:1GiB"));
+  EXPECT_TRUE(names_capacity("sim:external:1GiB,40GiB"));
+}
+
 }  // namespace
 }  // namespace fraglab
 

@@ -1,0 +1,102 @@
+// choose_device and the capacity warnings: see device_choice.hpp.
+#include "cli/device_choice.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "fraglab/policy.hpp"
+#include "fraglab/recorded_memory.hpp"
+#include "fraglab/sim_device.hpp"
+#include "fraglab/sweep.hpp"
+
+namespace fraglab::cli {
+namespace {
+
+DeviceChoice from_spec(const std::string& spec, const std::string& label, const std::string& source) {
+  if (spec.rfind("sim", 0) != 0) {
+    if (spec.rfind("cuda", 0) == 0) {
+      throw InputError(fmt::format("--device '{}': this build has no CUDA device backend yet (use sim)", spec));
+    }
+    throw InputError(fmt::format("--device '{}': unknown device (expected sim[:CAPACITY][,external:BYTES])", spec));
+  }
+  const SimDeviceConfig config = parse_sim_device(spec);
+  return DeviceChoice{spec, label, config.capacity, config.external, source};
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const std::optional<std::string>& device_option) {
+  if (device_option) {
+    // "--device sim" (or sim:external:...) chooses the device but not its capacity.
+    return from_spec(*device_option, *device_option, names_capacity(*device_option) ? kSourceOption : kSourceDefault);
+  }
+  return from_spec("sim", "sim", kSourceDefault);
+}
+
+DeviceChoice choose_device(const std::optional<std::string>& device_option, const Trace& trace) {
+  if (device_option) return choose_device(device_option);  // even without a capacity: the user chose it
+  const RecordedMemory recorded = recorded_memory(trace);
+  if (recorded.available_at_oom) {
+    // Below the recorded peak, memory outside the allocator changed during the run: the peak was
+    // obtainable, so the capacity is at least that (validate.cpp decides the same).
+    const Bytes capacity = std::max(*recorded.available_at_oom, recorded.peak_reserved);
+    if (capacity > 0) return from_spec(fmt::format("sim:{}B", capacity), "sim", kSourceRecordedOom);
+  }
+  return choose_device(std::nullopt);
+}
+
+std::string describe_choice(const DeviceChoice& choice) {
+  return fmt::format("{}, capacity {} ({})", choice.label, format_bytes(choice.capacity), choice.source);
+}
+
+DeviceDescription device_description(const DeviceChoice& choice) {
+  return DeviceDescription{"sim", choice.capacity, choice.external, choice.source};
+}
+
+std::vector<std::string> capacity_options(const std::string& spec) {
+  std::vector<std::string> keys;
+  const size_t colon = spec.find(':');
+  if (colon != std::string::npos) {
+    for (const OptionItem& item : split_options(std::string_view(spec).substr(colon + 1), policy_name(spec))) {
+      if (needs_capacity(item.key) && std::find(keys.begin(), keys.end(), item.key) == keys.end()) {
+        keys.push_back(item.key);
+      }
+    }
+  }
+  // PyTorch collects garbage only under a memory fraction (cca-spec §3.3): without one the
+  // threshold acts on nothing, whatever the capacity.
+  const bool fraction = std::find(keys.begin(), keys.end(), "per_process_memory_fraction") != keys.end();
+  if (!fraction) std::erase(keys, "garbage_collection_threshold");
+  return keys;
+}
+
+void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err) {
+  std::set<std::string> warned;
+  for (const std::string& spec : specs) {
+    const std::vector<std::string> acting = capacity_options(spec);
+    if (spec.find("garbage_collection_threshold") != std::string::npos &&
+        std::find(acting.begin(), acting.end(), "garbage_collection_threshold") == acting.end() &&
+        warned.insert("inert gc").second) {
+      err << "warning: garbage_collection_threshold does nothing without per_process_memory_fraction: PyTorch "
+             "collects cached blocks only under a memory fraction\n";
+    }
+    if (!choice.assumed()) continue;
+    for (const std::string& option : acting) {
+      if (!warned.insert(option).second) continue;
+      err << fmt::format("warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
+                         "sim:<your GPU's memory> (assumed {})\n",
+                         option, format_bytes(choice.capacity));
+    }
+  }
+}
+
+void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom, std::ostream& err) {
+  if (!choice.assumed() || !any_oom) return;
+  err << fmt::format("note: the out-of-memory errors depend on the device's capacity, and none was given (assumed "
+                     "{}): pass --device sim:<your GPU's memory>\n",
+                     format_bytes(choice.capacity));
+}
+
+}  // namespace fraglab::cli

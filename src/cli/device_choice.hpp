@@ -1,0 +1,50 @@
+// Which device a command simulates, and where its capacity came from. Results depend on the
+// capacity (OOMs, garbage_collection_threshold, per_process_memory_fraction, the size of
+// expandable segments' address ranges), so every table and JSON names it and its source.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "fraglab/report.hpp"
+#include "fraglab/trace.hpp"
+
+namespace fraglab::cli {
+
+inline constexpr const char* kSourceOption = "--device";
+inline constexpr const char* kSourceRecordedOom = "recorded oom";
+inline constexpr const char* kSourceDefault = "default";
+
+struct DeviceChoice {
+  std::string spec;     // what make_device builds: the --device text, "sim:<N>B", or "sim"
+  std::string label;    // what the user sees as the device: the --device text, else "sim"
+  Bytes capacity = 0;
+  Bytes external = 0;
+  std::string source;   // kSourceOption, kSourceRecordedOom or kSourceDefault
+  bool assumed() const { return source == kSourceDefault; }
+};
+
+// --device when given; otherwise, when the trace recorded an oom, the memory its allocator could
+// obtain then (reserved + device_free, fraglab/recorded_memory.hpp; never below the recorded
+// peak reserved); otherwise the default 80 GiB. Throws InputError on a bad --device.
+DeviceChoice choose_device(const std::optional<std::string>& device_option, const Trace& trace);
+// The same before a trace is read: --device or the default.
+DeviceChoice choose_device(const std::optional<std::string>& device_option);
+
+// "sim, capacity 80.00 GiB (default)", for headers.
+std::string describe_choice(const DeviceChoice& choice);
+// For the results JSON.
+DeviceDescription device_description(const DeviceChoice& choice);
+
+// Options of `spec` that act on a share of the GPU's memory: per_process_memory_fraction, and
+// garbage_collection_threshold when a fraction is set too (PyTorch collects only under one).
+std::vector<std::string> capacity_options(const std::string& spec);
+// Warnings on `err`, each once: garbage_collection_threshold without a memory fraction (it does
+// nothing); and, when the capacity was assumed, each option of capacity_options() of any spec.
+void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err);
+// When the capacity was assumed and `any_oom`: one note that the OOMs depend on it.
+void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom, std::ostream& err);
+
+}  // namespace fraglab::cli
