@@ -52,6 +52,9 @@ void mark_recorded_settings(const Trace& trace, std::vector<ReplayResult>& runs)
 }
 
 void warn_about_start(const Trace& trace, const std::vector<ReplayResult>& runs) {
+  // Only a trace that begins mid-run has memory reserved before it (a static arena that a policy
+  // such as offline reserves up front is the policy's own doing).
+  if (trace.initial.empty()) return;
   for (const ReplayResult& r : runs) {
     const Metrics& m = r.metrics;
     if (r.start_state != StartState::Recorded || m.reserved_at_start == 0 || m.peak_reserved == 0) continue;
