@@ -72,7 +72,10 @@ class ProfileRecorder final : public ReplayObserver {
 };
 
 // The first place where two replays part.
-struct Divergence {
+// Not `Divergence`: validate.hpp has a struct of that name in this namespace, and two classes of
+// one name in one program break the one-definition rule (the linker keeps one of their inline
+// constructors for both).
+struct TraceDivergence {
   // First event index at which the inputs differ: another op, size, stream, tag or mark, a free
   // of another allocation (compared by the alloc it frees, not by id), or one trace has ended.
   std::optional<std::uint64_t> input_event;
@@ -85,7 +88,7 @@ struct TraceDiff {
   std::string device;  // "sim, capacity 80.00 GiB (default)": named in the report's header when set
   std::string name_a, name_b;
   ReplayProfile a, b;
-  Divergence divergence;
+  TraceDivergence divergence;
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;
@@ -93,7 +96,7 @@ using DeviceFactory = std::function<std::unique_ptr<Device>()>;
 // Replays one trace with a ProfileRecorder on a fresh device.
 ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceFactory& make_device,
                              const ReplayOptions& options = {});
-Divergence first_divergence(const Trace& a, const ReplayProfile& pa, const Trace& b, const ReplayProfile& pb);
+TraceDivergence first_divergence(const Trace& a, const ReplayProfile& pa, const Trace& b, const ReplayProfile& pb);
 // Replays both traces (on two threads) and compares them.
 // Both start the same way (options.start_state).
 TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceFactory& make_device,

@@ -65,8 +65,8 @@ std::string unquote(std::string_view v) {
 
 }  // namespace
 
-Divergence first_divergence(const Trace& a, const ReplayProfile& pa, const Trace& b, const ReplayProfile& pb) {
-  Divergence d;
+TraceDivergence first_divergence(const Trace& a, const ReplayProfile& pa, const Trace& b, const ReplayProfile& pb) {
+  TraceDivergence d;
   const std::vector<std::int64_t> ra = freed_ordinals(a), rb = freed_ordinals(b);
   const size_t common = std::min(a.events.size(), b.events.size());
   for (size_t i = 0; i < common; ++i) {

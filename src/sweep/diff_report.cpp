@@ -99,7 +99,7 @@ std::string diff_report(const Trace& a, const Trace& b, const TraceDiff& diff) {
   }
 
   out += "\nwhere the timelines part:\n";
-  const Divergence& d = diff.divergence;
+  const TraceDivergence& d = diff.divergence;
   if (d.input_event) {
     out += fmt::format("  inputs part at event {}\n    A {}\n    B {}\n", *d.input_event, describe_event(a, *d.input_event),
                        describe_event(b, *d.input_event));
