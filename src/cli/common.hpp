@@ -62,7 +62,6 @@ bool report_invariant_violations(const std::vector<ReplayResult>& runs);
 // read_trace() followed by infer_unrecorded_events(): every command sees the events validate
 // infers (an empty_cache() call shown only by a burst of segment frees).
 Trace load_trace(const std::string& path, const TraceReadOptions& options = {});
-std::vector<std::pair<int, Trace>> load_trace_devices(const std::string& path);
 
 // "pytorch[:<conf>]" for a trace recorded by PyTorch's allocator (a snapshot, or a conversion of
 // one); nullopt for other traces.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "cli/common.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/recorded_memory.hpp"
 #include "fraglab/sim_device.hpp"
@@ -15,14 +16,8 @@ namespace fraglab::cli {
 namespace {
 
 DeviceChoice from_spec(const std::string& spec, const std::string& label, const std::string& source) {
-  if (spec.rfind("sim", 0) != 0) {
-    if (spec.rfind("cuda", 0) == 0) {
-      throw InputError(fmt::format("--device '{}': this build has no CUDA device backend yet (use sim)", spec));
-    }
-    throw InputError(fmt::format("--device '{}': unknown device (expected sim[:CAPACITY][,external:BYTES])", spec));
-  }
-  const SimDeviceConfig config = parse_sim_device(spec);
-  return DeviceChoice{spec, label, config.capacity, config.external, source};
+  const DeviceDescription d = describe_device(spec);  // make_device's one-line error on a bad spec
+  return DeviceChoice{spec, label, d.capacity, d.external, source};
 }
 
 }  // namespace

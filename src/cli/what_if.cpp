@@ -4,6 +4,7 @@
 // and the recorded settings are a row of their own.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/common.hpp"
@@ -19,24 +20,22 @@ std::optional<std::string> recorded_spec(const Trace& trace) {
   return trace.allocator_conf.empty() ? std::string("pytorch") : "pytorch:" + trace.allocator_conf;
 }
 
-StartState choose_start_state(const std::string& option, const Trace& trace, const std::vector<std::string>& specs) {
-  if (option == "recorded") return StartState::Recorded;
-  if (option == "cold") return StartState::Cold;
-  if (option != "auto") {
+void check_start_state_option(const std::string& option) {
+  if (option != "recorded" && option != "cold" && option != "auto") {
     throw InputError(fmt::format("--start-state '{}': expected recorded, cold or auto", option));
   }
+}
+
+StartState choose_start_state(const std::string& option, const Trace& trace, const std::vector<std::string>& specs) {
+  check_start_state_option(option);
+  if (option == "recorded") return StartState::Recorded;
+  if (option == "cold") return StartState::Cold;
   if (trace.initial.empty()) return StartState::Recorded;  // nothing before the trace: both are the same
   const std::optional<std::string> recorded = recorded_spec(trace);
   const bool all_recorded =
       recorded && !specs.empty() &&
       std::all_of(specs.begin(), specs.end(), [&](const std::string& s) { return same_policy(s, *recorded); });
   return all_recorded ? StartState::Recorded : StartState::Cold;
-}
-
-void check_start_state_option(const std::string& option) {
-  if (option != "recorded" && option != "cold" && option != "auto") {
-    throw InputError(fmt::format("--start-state '{}': expected recorded, cold or auto", option));
-  }
 }
 
 std::string start_state_header(const Trace& trace, StartState state) {
@@ -74,12 +73,6 @@ Trace load_trace(const std::string& path, const TraceReadOptions& options) {
   Trace trace = read_trace(path, options);
   infer_unrecorded_events(trace);
   return trace;
-}
-
-std::vector<std::pair<int, Trace>> load_trace_devices(const std::string& path) {
-  std::vector<std::pair<int, Trace>> traces = read_trace_devices(path);
-  for (auto& [device, trace] : traces) infer_unrecorded_events(trace);
-  return traces;
 }
 
 }  // namespace fraglab::cli

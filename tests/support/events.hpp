@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "fraglab/trace.hpp"
 
@@ -51,6 +52,16 @@ inline Event oom(Bytes rounded, Bytes device_free, StreamId stream = 0) {
   e.addr = device_free;
   e.stream = stream;
   return e;
+}
+
+// A recorded run built by hand: one device, allocator settings known (PyTorch's defaults).
+inline Trace recorded_run(std::vector<Event> events) {
+  Trace t;
+  t.name = "hand-built";
+  t.allocator_conf_known = true;
+  t.events = std::move(events);
+  validate_trace(t, "hand-built");
+  return t;
 }
 
 }  // namespace fraglab::test

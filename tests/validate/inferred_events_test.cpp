@@ -20,15 +20,7 @@ using test::with_op;
 constexpr Addr A = 0x7f1000000000ull;
 constexpr Addr B = 0x7f3000000000ull;
 
-Trace recorded(std::vector<Event> events) {
-  Trace t;
-  t.name = "hand-built";
-  t.source = "pytorch-snapshot";
-  t.allocator_conf_known = true;
-  t.events = std::move(events);
-  validate_trace(t, "hand-built");
-  return t;
-}
+Trace recorded(std::vector<Event> events) { return test::recorded_run(std::move(events)); }
 
 bool is_inferred_empty_cache(const Trace& t, const Event& e) {
   return e.op == Op::EmptyCache && e.tag != kNoString && t.string_at(e.tag) == kInferredTag;

@@ -20,14 +20,7 @@ using test::with_op;
 constexpr Addr A = 0x7f1000000000ull;
 constexpr Addr B = 0x7f3000000000ull;
 
-Trace recorded(std::vector<Event> events) {
-  Trace t;
-  t.name = "hand-built";
-  t.allocator_conf_known = true;
-  t.events = std::move(events);
-  validate_trace(t, "hand-built");
-  return t;
-}
+Trace recorded(std::vector<Event> events) { return test::recorded_run(std::move(events)); }
 
 // A 512-byte request lives in a 2 MiB small-pool segment (§1.5). Once freed, that segment is one
 // free block, so a second 512-byte request would reuse it (§3.1). The record shows the segment
