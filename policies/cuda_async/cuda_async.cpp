@@ -314,8 +314,8 @@ class CudaAsyncPolicy final : public Policy {
 const PolicyRegistration registration{PolicyInfo{
     "cuda_async",
     "PyTorch's backend:cudaMallocAsync: the driver's stream-ordered memory pool (cudaMallocAsync/cudaFreeAsync)",
-    "Modelled from PyTorch's CUDAMallocAsyncAllocator.cpp and the CUDA programming guide (anchors.md §1.3, "
-    "cca-spec §9): per-stream reuse order (a stream reuses its own frees at once, other streams after a "
+    "Modelled from PyTorch's CUDAMallocAsyncAllocator.cpp and the CUDA programming guide (allocator-model "
+    "§9): per-stream reuse order (a stream reuses its own frees at once, other streams after a "
     "synchronisation; a deferred free is reusable by all at its completion with opportunistic reuse), "
     "internal dependencies when the pool cannot grow, ReleaseThreshold trimming at synchronisation points, "
     "empty_cache = device sync + TrimTo(0), ReservedMem/UsedMem statistics. The driver's placement is "

@@ -263,7 +263,7 @@ const PolicyRegistration registration{PolicyInfo{
     "gemini",
     "ColossalAI Gemini's chunk manager: param/grad/opt tensors packed into fixed-size chunks, the rest to an inner "
     "policy",
-    "After hpcaitech/ColossalAI colossalai/zero/gemini (anchors.md §1.4): chunk size from search_chunk_configuration "
+    "After hpcaitech/ColossalAI colossalai/zero/gemini: chunk size from search_chunk_configuration "
     "(least unused bytes over the first step's resident param tensors, mean+3σ filter, min chunk size, search range "
     "and interval), tensors appended in allocation order to the open chunk of their tag class, a tensor that does "
     "not fit closes it, a larger-than-chunk tensor gets a chunk of its own size. Needs a tagged trace (fraglab gen). "

@@ -60,8 +60,8 @@ class GmlakePolicy final : public Policy {
 const PolicyRegistration registration{PolicyInfo{
     "gmlake",
     "GMLake (ASPLOS'24): PyTorch's caching allocator on CUDA VMM, stitching free pBlocks into virtual sBlocks",
-    "intelligent-machine-learning/glake GMLake/src/CUDACachingAllocator.cpp (PyTorch 2.0 patch), anchors.md "
-    "§1.1: 2 MiB rounding of large requests, pBlock segments of mapped pages split/merged as PyTorch's large "
+    "intelligent-machine-learning/glake GMLake/src/CUDACachingAllocator.cpp (PyTorch 2.0 patch): "
+    "2 MiB rounding of large requests, pBlock segments of mapped pages split/merged as PyTorch's large "
     "pool, stitching of the largest free pBlocks (requests >= frag_limit, at the defrag_level rung), cached "
     "sBlocks reused within reuse_limit and skipped while another block uses their pages, GC of cached "
     "sBlocks past auto_gc and at empty_cache, one flush + retry before OOM; small requests in PyTorch 2.0's "

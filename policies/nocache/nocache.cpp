@@ -41,7 +41,7 @@ class NoCachePolicy final : public Policy {
 const PolicyRegistration registration{PolicyInfo{
     "nocache",
     "no caching: one cudaMalloc per request and one cudaFree per free (PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
-    "PyTorch's caching bypass (cca-spec §5). Reserved memory is the driver's: each request rounded "
+    "PyTorch's caching bypass (allocator-model §5). Reserved memory is the driver's: each request rounded "
     "to 512 bytes by the simulated device; the driver's own packing of small allocations is not modelled.",
     {},
     [](std::string_view options, Device& device) -> std::unique_ptr<Policy> {

@@ -171,8 +171,8 @@ const PolicyRegistration registration{PolicyInfo{
     "offline",
     "offline static plan: the whole trace's requests packed into one arena by greedy-by-size best fit",
     "Pisarchyk & Lee (arXiv 2001.03288) greedy-by-size offsets, in XLA GlobalDecreasingSizeBestFitHeap's "
-    "order (size desc, lifetime desc, then request order) with best-fit gaps among time-overlapping requests "
-    "(anchors.md §1.7). Sees the whole trace first; one arena malloc'd before event 0 and held to the end; "
+    "order (size desc, lifetime desc, then request order) with best-fit gaps among time-overlapping requests. "
+    "Sees the whole trace first; one arena malloc'd before event 0 and held to the end; "
     "frees return nothing. Simplified: one greedy pass (no search, no aliasing); streams ignored (a block "
     "is reused only after its free completes). detailed_stats gives the no-fragmentation lower bound.",
     {

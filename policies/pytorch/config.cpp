@@ -218,7 +218,7 @@ class Parser {
       c_.notes.emplace_back("backend:native (the default)");
     } else if (value == "cudaMallocAsync") {
       fail("backend:cudaMallocAsync replaces the caching allocator with the driver's stream-ordered "
-           "allocator (cca-spec §9); this policy emulates the native allocator only: use the "
+           "allocator (allocator-model §9); this policy emulates the native allocator only: use the "
            "cuda_async policy for it");
     } else {
       fail("Unknown allocator backend, options are native and cudaMallocAsync");

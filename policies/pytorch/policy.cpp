@@ -39,7 +39,7 @@ class PytorchPolicy final : public Policy {
 const PolicyRegistration registration{PolicyInfo{
     "pytorch",
     "PyTorch's CUDACachingAllocator, decision for decision (PYTORCH_CUDA_ALLOC_CONF options, versions 1.13-newest)",
-    "Emulates c10/cuda/CUDACachingAllocator.cpp as described in docs/cca-spec.md: rounding, small/large and "
+    "Emulates c10/cuda/CUDACachingAllocator.cpp as described in docs/allocator-model.md: rounding, small/large and "
     "per-stream pools, best fit, splitting, merging, max_split_size, garbage collection, the retry ladder, OOM "
     "text, expandable segments and memory_stats(). Not modelled: CUDA graphs / private MemPools, IPC, the "
     "cudaMallocAsync backend (use cuda_async), per-process NVML lines in the OOM message.",
