@@ -22,7 +22,7 @@ void set_if(const po::variables_map& vm, const char* name, T& target) {
 
 int cmd_gen(int argc, char** argv) {
   po::options_description model_opts("model and run");
-  po::options_description train_opts("training knobs (workload-model §7)");
+  po::options_description train_opts("training knobs (docs/workload-model.md §7)");
   po::options_description fsdp_opts("FSDP1");
   po::options_description ds_opts("DeepSpeed ZeRO");
   po::options_description timing_opts("GPU timing model (places deferred frees)");
@@ -63,7 +63,8 @@ int cmd_gen(int argc, char** argv) {
       ("no-recompute", "no activation recomputation")
       ("recompute-impl", po::value(&recompute_impl)->default_value(recompute_impl), "non_reentrant or reentrant checkpoint")
       ("attention", po::value(&attention),
-       "eager or sdpa (default: eager for gpt2 and t5, sdpa for llama: the ones modelled, wm §2.3-§2.5)")
+       "eager or sdpa (default: eager for gpt2 and t5, sdpa for llama: the ones modelled, "
+       "docs/workload-model.md §2.3-§2.5)")
       ("gelu", po::value(&gelu)->default_value(gelu), "python (HF NewGELUActivation) or fused (GPT2)")
       ("loss", po::value(&loss)->default_value(loss), "fp32_upcast (HF >= 4.46) or bf16 (older GPT2/Llama loss)")
       ("retain-logits", "the loop keeps outputs.logits until the next forward returns")
@@ -110,7 +111,7 @@ int cmd_gen(int argc, char** argv) {
       "                   [--precision bf16|fp32] [--recompute|--no-recompute] [--seed X]\n"
 
       "Writes the allocation stream of one rank for S training steps of a transformer under sharded\n"
-      "data parallelism (workload-model.md): tags param/grad/act/opt/comm/temp, marks step/phase,\n"
+      "data parallelism (docs/workload-model.md): tags param/grad/act/opt/comm/temp, marks step/phase,\n"
       "side-stream allocations and record_stream frees as free_requested/free_completed.\n"
       "Every option not given has a default that works for every model (a choice that depends on the\n"
       "model is printed). M: a built-in name, a model .json file or a Hugging Face config.json.";

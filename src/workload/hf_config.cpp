@@ -137,7 +137,8 @@ ModelConfig parse_hf_config(const nlohmann::json& j, std::string_view origin) {
       // The tables have no bias tensors (wm §2.5): a biased variant would be silently wrong.
       for (const char* key : {"attention_bias", "mlp_bias"})
         if (r.flag(key, false))
-          throw InputError(fmt::format("{}: '{}': true is not modelled (llama has no biases, wm §2.5)", origin, key));
+          throw InputError(fmt::format(
+              "{}: '{}': true is not modelled (llama has no biases, docs/workload-model.md §2.5)", origin, key));
       break;
     case ModelFamily::T5: {
       m.layers = r.count(r.need({"num_layers", "num_hidden_layers"}), "num_layers");
@@ -153,8 +154,9 @@ ModelConfig parse_hf_config(const nlohmann::json& j, std::string_view origin) {
       const std::string proj = r.text("feed_forward_proj");
       if (!proj.empty() && proj != "relu")
         throw InputError(fmt::format(
-            "{}: feed_forward_proj '{}': only 'relu' (T5 v1.0) is modelled, not v1.1 / Flan-T5 (wm §2.4)", origin,
-            proj));
+            "{}: feed_forward_proj '{}': only 'relu' (T5 v1.0) is modelled, not v1.1 / Flan-T5 "
+            "(docs/workload-model.md §2.4)",
+            origin, proj));
       break;
     }
   }

@@ -111,16 +111,16 @@ void check_options(const WorkloadOptions& o) {
   if (!(o.len_median > 0) || !(o.tgt_len_median > 0)) fail("--len-median/--tgt-len-median: expected > 0");
   if (!(o.len_sigma >= 0) || o.len_sigma > 5) fail(fmt::format("--len-sigma {}: expected 0..5", o.len_sigma));
   if (o.attention == AttentionImpl::Sdpa && o.model.family == ModelFamily::T5)
-    fail("--attention sdpa: HF T5 has no SDPA path (wm §2.4); use eager");
+    fail("--attention sdpa: HF T5 has no SDPA path (docs/workload-model.md §2.4); use eager");
   if (o.attention == AttentionImpl::Eager && o.model.family == ModelFamily::Llama)
-    fail("--attention eager: only sdpa is modelled for llama (wm §2.5)");
+    fail("--attention eager: only sdpa is modelled for llama (docs/workload-model.md §2.5)");
   const bool fsdp = o.framework == Framework::Fsdp1 || o.framework == Framework::Fsdp2;
   if (o.optimizer == OptimizerKind::DsFusedAdam && fsdp)
     fail("--optimizer ds_fusedadam: DeepSpeed's FusedAdam needs --framework zero1, zero2 or zero3");
   if (o.sharding != ShardingStrategy::FullShard && o.framework != Framework::Fsdp1)
     fail("--sharding: only for --framework fsdp1");
   if (o.grad_flatten == GradFlatten::Prealloc && o.framework != Framework::Fsdp1)
-    fail("--grad-flatten prealloc: only for --framework fsdp1 (wm §3.5)");
+    fail("--grad-flatten prealloc: only for --framework fsdp1 (docs/workload-model.md §3.5)");
   if (o.deepspeed.reduce_bucket_size == 0u) fail("--ds-reduce-bucket-size: expected > 0");
   if (o.deepspeed.sub_group_size == 0) fail("--ds-sub-group-size: expected > 0");
   const TimingOptions& t = o.timing;

@@ -69,7 +69,8 @@ TEST(GenDefaults, TheIssueCommandWorks) {
   // An explicit unsupported value is still refused.
   const auto eager = run_fraglab("gen --model llama3-8b --attention eager --micro-batch 1 --steps 1 -o /dev/null");
   EXPECT_EQ(eager.status, 2);
-  EXPECT_EQ(eager.err, "fraglab gen: error: --attention eager: only sdpa is modelled for llama (wm §2.5)\n");
+  EXPECT_EQ(eager.err,
+            "fraglab gen: error: --attention eager: only sdpa is modelled for llama (docs/workload-model.md §2.5)\n");
 }
 
 TEST(GenDefaults, HfConfigGeneratesTheBuiltinModelsTrace) {
