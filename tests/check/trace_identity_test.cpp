@@ -11,6 +11,7 @@
 
 #include "fraglab/trace_identity.hpp"
 #include "support/command.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab {
 namespace {
@@ -163,7 +164,7 @@ TEST(RequestHash, IdsAddressesTimesAndObservedEventsDoNotCountSizesAndPairingDo)
 
 TEST(RequestHash, SnapshotAndItsConvertedJsonlAreTheSameTrace) {
   const fs::path real = FRAGLAB_REAL_TRACES;
-  if (!fs::exists(real)) GTEST_SKIP() << "no real traces at " << real;
+  FRAGLAB_NEEDS_REAL_TRACE(real);
   const fs::path dir = testing::scratch_dir("identity");
   // A snapshot with a cut-off start (initial allocations) and one that starts empty.
   for (const char* name : {"lm2.7b-ctx128-fullstep", "tiny-segments"}) {
@@ -218,7 +219,7 @@ TEST(CheckTraceIdentity, AnotherTraceFailsNamingBothUnlessAllowed) {
 TEST(CheckTraceIdentity, RealSnapshotAgainstABaselineOfAnotherModel) {
   // The case: a fine-tuning step checked against a baseline of the 2.7B LM.
   const fs::path real = FRAGLAB_REAL_TRACES;
-  if (!fs::exists(real)) GTEST_SKIP() << "no real traces at " << real;
+  FRAGLAB_NEEDS_REAL_TRACE(real);
   const fs::path dir = testing::scratch_dir("identity");
   const std::string baseline = (dir / "lm2.7b.json").string();
   fs::remove(baseline);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include "support/real_traces.hpp"
 
 namespace {
 
@@ -170,7 +171,7 @@ TEST(Cli, BadInputIsAOneLineErrorWithExitCode2) {
 }
 
 TEST(Cli, ConvertedSnapshotReplaysLikeTheSnapshot) {
-  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   const fs::path jsonl = temp_dir() / "tiny.jsonl";
   const CommandRun convert = fraglab("convert " + kReal + "tiny-segments.pickle -o " + jsonl.string());
   ASSERT_EQ(convert.status, 0) << convert.err;
@@ -186,7 +187,7 @@ TEST(Cli, ConvertedSnapshotReplaysLikeTheSnapshot) {
 
 // The README of ../shared/traces/real gives each snapshot's reserved bytes at trace start.
 TEST(Cli, InspectReportsTheRecordedStartState) {
-  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   const std::map<std::string, std::uint64_t> reserved_at_start = {
       {"finetune-step-oldformat.pickle", 1400897536ull},  {"gpt2medium-ctx128-train-cutoff.pickle", 7235174400ull},
       {"lm-forward-bf16-nosegments.pickle", 861929472ull}, {"lm2.7b-ctx128-fullstep.pickle", 13763608576ull},

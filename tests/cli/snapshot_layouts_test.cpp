@@ -7,6 +7,7 @@
 
 #include "support/command.hpp"
 #include "support/pickle_writer.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab::testing {
 namespace {
@@ -55,7 +56,7 @@ TEST(SnapshotLayoutCli, ListOfSegmentsThroughEveryCommand) {
 
 TEST(SnapshotLayoutCli, BlocksWithoutAddressValidateExactly) {
   const std::string snap = kReal + "state-only-blocks-without-address.pickle";
-  if (!fs::exists(snap)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(snap);
   CommandResult r = run_fraglab("validate " + snap);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("state-only-blocks-without-address: EXACT"), std::string::npos) << r.out;

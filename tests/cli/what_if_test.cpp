@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "support/command.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab {
 namespace {
@@ -42,7 +43,7 @@ const RecordedPeak kPeaks[] = {
 };
 
 TEST(WhatIf, RecordedSettingsReplayToTheRecordedPeak) {
-  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   for (const RecordedPeak& p : kPeaks) {
     const nlohmann::json j = json_of(run_fraglab("replay " + kReal + p.file + " -p pytorch --json -"));
     EXPECT_EQ(j["start_state"], "recorded") << p.file;
@@ -51,7 +52,7 @@ TEST(WhatIf, RecordedSettingsReplayToTheRecordedPeak) {
 }
 
 TEST(WhatIf, InferredEmptyCacheIsAnEventOfTheTrace) {
-  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   // The snapshot starts with 597 segment_free entries and no allocator entry before them: an
   // empty_cache() call made before recording (the traces' README). convert writes it.
   const fs::path out = testing::scratch_dir("what-if") / "ctx512.jsonl";
@@ -79,7 +80,7 @@ TEST(WhatIf, InferredEmptyCacheIsAnEventOfTheTrace) {
 }
 
 TEST(WhatIf, CompareAddsTheRecordedSettingsAndStartsCold) {
-  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   const auto r = run_fraglab("compare " + kReal + "gpt2medium-ctx128-train-cutoff.pickle -p nocache --no-timing");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("pytorch (recorded settings)"), std::string::npos) << r.out;
@@ -103,7 +104,7 @@ TEST(WhatIf, CompareAddsTheRecordedSettingsAndStartsCold) {
 }
 
 TEST(WhatIf, RecordedStartWarnsWhenItSetsTheResult) {
-  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   // gpt2medium's trace never reserves more than it started with: the peak is the start state's.
   const auto r = run_fraglab("replay " + kReal + "gpt2medium-ctx128-train-cutoff.pickle -p pytorch:max_split_size_mb:64 "
                              "--start-state recorded");
@@ -118,7 +119,7 @@ TEST(WhatIf, RecordedStartWarnsWhenItSetsTheResult) {
 }
 
 TEST(WhatIf, SweepOnACutOffTraceComparesColdAgainstTheRecordedSettings) {
-  if (!fs::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   const auto r = run_fraglab("sweep " + kReal + "gpt2medium-ctx128-train-cutoff.pickle --grid max_split_size_mb=none,64,128,256 "
                              "--grid expandable_segments=False,True -j 2 --no-progress --top 0");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -19,6 +19,7 @@
 
 #include "fraglab/trace_io.hpp"
 #include "policies/rig.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab::test {
 namespace {
@@ -613,7 +614,7 @@ TEST(GmlakeSelfCheck, RandomTracesKeepEveryInvariant) {
 
 TEST(GmlakeRealTraces, Lm27bReplaysCleanlyAndStitchingLowersPeakReserved) {
   const std::string path = std::string(FRAGLAB_REAL_TRACES) + "/lm2.7b-ctx128-fullstep.pickle";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  FRAGLAB_NEEDS_REAL_TRACE(path);
   const Trace t = read_trace(path);
   const PolicyRun plain = run_policy("gmlake", t);
   const PolicyRun stitched = run_policy("gmlake:frag_limit:0", t);

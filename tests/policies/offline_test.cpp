@@ -30,6 +30,7 @@
 #include "offline/greedy_plan.hpp"
 #include "offline/occupancy_index.hpp"
 #include "policies/rig.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab::test {
 namespace {
@@ -609,7 +610,7 @@ TEST(OfflinePlan, PlacementOrderHoldsForWideSizesAndLifetimes) {
 // (invariant checker), never below the lower bound, and every allocation gets a block.
 TEST(Offline, ReplaysARealSnapshotCleanly) {
   const std::string path = std::string(FRAGLAB_REAL_TRACES) + "/lm2.7b-ctx128-fullstep.pickle";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  FRAGLAB_NEEDS_REAL_TRACE(path);
   const Trace t = read_trace(path);
   const PolicyRun run = run_policy("offline", t);
   expect_clean_and_served(run);

@@ -9,6 +9,7 @@
 #include "fraglab/sim_device.hpp"
 #include "fraglab/trace_io.hpp"
 #include "fraglab/validate.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab {
 namespace {
@@ -19,7 +20,7 @@ class RealTrace : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RealTrace, ReplaysExactly) {
   const std::string path = real(GetParam());
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  FRAGLAB_NEEDS_REAL_TRACE(path);
   const Trace trace = read_trace(path);
   const ValidationReport report = validate_replay(trace);
   EXPECT_TRUE(report.exact) << validation_text(report);

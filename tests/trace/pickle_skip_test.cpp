@@ -32,6 +32,7 @@
 #include "fraglab/trace_io.hpp"
 #include "fraglab/types.hpp"
 #include "support/pickle_bytes.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab::pickle {
 namespace {
@@ -940,7 +941,7 @@ TEST(PickleSkipSnapshot, EveryMemoGetRedirectedToEverySlot) {
 
 TEST(PickleSkipReal, EveryRealSnapshotSkipsFramesAndOnlyFrames) {
   const std::filesystem::path dir = FRAGLAB_REAL_TRACES;
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no real traces at " << dir;
+  FRAGLAB_NEEDS_REAL_TRACE(dir);
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.path().extension() == ".pickle") files.push_back(entry.path());

@@ -11,6 +11,7 @@
 #include "fraglab/trace.hpp"
 #include "fraglab/trace_io.hpp"
 #include "support/pickle_writer.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab {
 namespace {
@@ -251,7 +252,7 @@ TEST(SnapshotLayout, BlocksWithoutAddressThatDoNotTileAreErrors) {
 
 TEST(SnapshotLayout, RealDumpWithoutBlockAddresses) {
   const std::filesystem::path dir = FRAGLAB_REAL_TRACES;
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no real traces at " << dir;
+  FRAGLAB_NEEDS_REAL_TRACE(dir);
   const std::string path = (dir / "state-only-blocks-without-address.pickle").string();
   Trace t = parse_snapshot(read_file_bytes(path), path);
   // README: 1 entry (a free_completed), 112 segments, 1,851,785,216 B reserved throughout.

@@ -16,6 +16,7 @@
 #include "fraglab/trace.hpp"
 #include "fraglab/trace_io.hpp"
 #include "support/pickle_writer.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab {
 namespace {
@@ -130,7 +131,7 @@ const RealFile kRealFiles[] = {
 
 TEST(SnapshotReal, FiguresMatchTheReadme) {
   const std::filesystem::path dir = FRAGLAB_REAL_TRACES;
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no real traces at " << dir;
+  FRAGLAB_NEEDS_REAL_TRACE(dir);
   for (const RealFile& f : kRealFiles) {
     SCOPED_TRACE(f.file);
     const std::string path = (dir / f.file).string();
@@ -198,7 +199,7 @@ TEST(SnapshotReal, FiguresMatchTheReadme) {
 
 TEST(SnapshotReal, CutOffTraceStartsWithLiveAllocations) {
   const std::filesystem::path dir = FRAGLAB_REAL_TRACES;
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no real traces at " << dir;
+  FRAGLAB_NEEDS_REAL_TRACE(dir);
   const std::string path = (dir / "gpt2medium-ctx128-train-cutoff.pickle").string();
   Trace t = parse_snapshot(read_file_bytes(path), path);
   // 438 allocations are freed in the trace without being allocated in it (block size unknown),
@@ -219,7 +220,7 @@ TEST(SnapshotReal, CutOffTraceStartsWithLiveAllocations) {
 
 TEST(SnapshotReal, EmptyCacheBurstIsUndone) {
   const std::filesystem::path dir = FRAGLAB_REAL_TRACES;
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no real traces at " << dir;
+  FRAGLAB_NEEDS_REAL_TRACE(dir);
   const std::string path = (dir / "lm2.7b-ctx512-forward-bf16.pickle").string();
   Trace t = parse_snapshot(read_file_bytes(path), path);
   // 868 segments at the end, 638 of them allocated in the trace, 597 freed before: 827 at start.

@@ -8,6 +8,7 @@
 #include "fraglab/trace_io.hpp"
 #include "fraglab/validate.hpp"
 #include "support/events.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab {
 namespace {
@@ -127,7 +128,7 @@ struct RealFigures {
 };
 
 TEST(ValidateReal, EveryShippedSnapshotValidatesExactly) {
-  if (!std::filesystem::exists(kReal)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
   const std::map<std::string, RealFigures> figures = {
       {"finetune-step-oldformat.pickle", {152, 6471811072ull}},
       {"gpt2medium-ctx128-train-cutoff.pickle", {0, 7235174400ull}},
@@ -152,7 +153,7 @@ TEST(ValidateReal, EveryShippedSnapshotValidatesExactly) {
 // The same recording under settings it was not made with must not validate.
 TEST(ValidateReal, OtherSettingsDiverge) {
   const std::string file = kReal + "/lm2.7b-ctx128-fullstep.pickle";
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "no real traces at " << kReal;
+  FRAGLAB_NEEDS_REAL_TRACE(file);
   const Trace trace = read_trace(file);
   for (const char* spec : {"pytorch:roundup_power2_divisions:4", "pytorch:max_split_size_mb:100"}) {
     ValidateOptions options;
