@@ -16,7 +16,6 @@ namespace {
 
 using namespace fraglab;
 
-
 Trace synthetic_trace(std::size_t target_events) {
   Trace t;
   t.name = "synthetic";

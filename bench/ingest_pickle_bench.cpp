@@ -24,13 +24,16 @@ namespace {
 
 using namespace fraglab;
 
-
 // A protocol-4 pickle writer for exactly the shapes a snapshot needs.
 class SnapshotPickler {
  public:
   SnapshotPickler() { out_ = "\x80\x04"; }
 
-  void begin_dict() { op('}'); memoize(); op('('); }
+  void begin_dict() {
+    op('}');
+    memoize();
+    op('(');
+  }
   void end_dict() { op('u'); }
   void begin_list() {
     op(']');
@@ -51,8 +54,14 @@ class SnapshotPickler {
     op('e');
     batch_.pop_back();
   }
-  void empty_list() { op(']'); memoize(); }
-  void empty_dict() { op('}'); memoize(); }
+  void empty_list() {
+    op(']');
+    memoize();
+  }
+  void empty_dict() {
+    op('}');
+    memoize();
+  }
   void boolean(bool b) { op(b ? '\x88' : '\x89'); }
 
   // A str: the first occurrence is written and memoized, later ones are memo GETs (CPython
@@ -145,12 +154,18 @@ std::string synthetic_snapshot(std::size_t entries) {
   std::int64_t now = 1'748'730'219'595'970;
   auto entry = [&](const char* action, std::uint64_t addr, std::uint64_t size) {
     p.begin_dict();
-    p.key("action"); p.str(action);
-    p.key("addr"); p.integer(static_cast<std::int64_t>(addr));
-    p.key("size"); p.integer(static_cast<std::int64_t>(size));
-    p.key("stream"); p.integer(0);
-    p.key("time_us"); p.integer(now += 1 + static_cast<std::int64_t>(rng.below(40)));
-    p.key("frames"); p.empty_list();
+    p.key("action");
+    p.str(action);
+    p.key("addr");
+    p.integer(static_cast<std::int64_t>(addr));
+    p.key("size");
+    p.integer(static_cast<std::int64_t>(size));
+    p.key("stream");
+    p.integer(0);
+    p.key("time_us");
+    p.integer(now += 1 + static_cast<std::int64_t>(rng.below(40)));
+    p.key("frames");
+    p.empty_list();
     p.end_dict();
     p.list_item();
     p.maybe_commit_frame();
@@ -160,24 +175,39 @@ std::string synthetic_snapshot(std::size_t entries) {
   p.key("segments");
   p.begin_list();
   p.begin_dict();
-  p.key("device"); p.integer(0);
-  p.key("address"); p.integer(static_cast<std::int64_t>(base));
-  p.key("total_size"); p.integer(static_cast<std::int64_t>(seg_size));
-  p.key("allocated_size"); p.integer(0);
-  p.key("active_size"); p.integer(0);
-  p.key("requested_size"); p.integer(0);
-  p.key("stream"); p.integer(0);
-  p.key("segment_type"); p.str("large");
-  p.key("is_expandable"); p.boolean(false);
-  p.key("frames"); p.empty_list();
+  p.key("device");
+  p.integer(0);
+  p.key("address");
+  p.integer(static_cast<std::int64_t>(base));
+  p.key("total_size");
+  p.integer(static_cast<std::int64_t>(seg_size));
+  p.key("allocated_size");
+  p.integer(0);
+  p.key("active_size");
+  p.integer(0);
+  p.key("requested_size");
+  p.integer(0);
+  p.key("stream");
+  p.integer(0);
+  p.key("segment_type");
+  p.str("large");
+  p.key("is_expandable");
+  p.boolean(false);
+  p.key("frames");
+  p.empty_list();
   p.key("blocks");
   p.begin_list();
   p.begin_dict();
-  p.key("address"); p.integer(static_cast<std::int64_t>(base));
-  p.key("size"); p.integer(static_cast<std::int64_t>(seg_size));
-  p.key("requested_size"); p.integer(0);
-  p.key("state"); p.str("inactive");
-  p.key("frames"); p.empty_list();
+  p.key("address");
+  p.integer(static_cast<std::int64_t>(base));
+  p.key("size");
+  p.integer(static_cast<std::int64_t>(seg_size));
+  p.key("requested_size");
+  p.integer(0);
+  p.key("state");
+  p.str("inactive");
+  p.key("frames");
+  p.empty_list();
   p.end_dict();
   p.end_list();
   p.end_dict();
@@ -201,8 +231,7 @@ std::string synthetic_snapshot(std::size_t entries) {
       live_size[slot] = size;
       ++live;
       ++written;
-    } else if (live_size[slot] != 0 &&
-               std::find(deferred.begin(), deferred.end(), slot) == deferred.end()) {
+    } else if (live_size[slot] != 0 && std::find(deferred.begin(), deferred.end(), slot) == deferred.end()) {
       entry("free_requested", addr, live_size[slot]);
       ++written;
       if (rng.below(8) == 0) {
@@ -235,9 +264,12 @@ std::string synthetic_snapshot(std::size_t entries) {
 
   p.key("allocator_settings");
   p.begin_dict();
-  p.key("PYTORCH_CUDA_ALLOC_CONF"); p.str("");
-  p.key("max_split_size"); p.integer(-1);
-  p.key("expandable_segments"); p.boolean(false);
+  p.key("PYTORCH_CUDA_ALLOC_CONF");
+  p.str("");
+  p.key("max_split_size");
+  p.integer(-1);
+  p.key("expandable_segments");
+  p.boolean(false);
   p.end_dict();
   p.end_dict();
   return p.finish();
@@ -266,8 +298,8 @@ void run_snapshot(benchmark::State& state, const std::string& bytes, const std::
   state.counters["entries"] = static_cast<double>(entries);
   // Trace events made: fewer than entries, as a free_requested followed by its free_completed
   // becomes one free event.
-  state.counters["trace_events_per_second"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * events), benchmark::Counter::kIsRate);
+  state.counters["trace_events_per_second"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * events), benchmark::Counter::kIsRate);
 }
 
 void run_pickle_only(benchmark::State& state, const std::string& bytes, const std::string& origin) {
@@ -319,7 +351,7 @@ void BM_PickleSyntheticNoFrames(benchmark::State& state) {
   run_pickle_only(state, bytes, "synthetic.pickle");
 }
 
-#define FRAGLAB_REAL_SNAPSHOT(name, file)                                           \
+#define FRAGLAB_REAL_SNAPSHOT(name, file)                                        \
   BENCHMARK_CAPTURE(BM_SnapshotReal, name, file)->Unit(benchmark::kMillisecond); \
   BENCHMARK_CAPTURE(BM_PickleReal, name, file)->Unit(benchmark::kMillisecond)
 

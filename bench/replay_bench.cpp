@@ -56,7 +56,7 @@ void replay_generated(benchmark::State& state, std::uint32_t steps, const std::s
   replay(state, gpt2_xl_zero3(steps), spec);
 }
 
-#define LM27B(name, spec)                                                                          \
+#define LM27B(name, spec)                                                                   \
   BENCHMARK_CAPTURE(replay_real_trace, lm27b_##name, "lm2.7b-ctx128-fullstep.pickle", spec) \
       ->Unit(benchmark::kMillisecond)
 

@@ -20,7 +20,8 @@ const std::string kTrace = std::string(FRAGLAB_REAL_TRACES) + "/lm2.7b-ctx128-fu
 std::vector<Setting> bench_settings() {
   SweepGrid grid;
   grid.axes = {parse_grid_axis("max_split_size_mb=none,20,32,64,128,256,512"),
-               parse_grid_axis("expandable_segments=False,True"), parse_grid_axis("roundup_power2_divisions=none,1,2,4,8"),
+               parse_grid_axis("expandable_segments=False,True"),
+               parse_grid_axis("roundup_power2_divisions=none,1,2,4,8"),
                parse_grid_axis("garbage_collection_threshold=none,0.5,0.8")};
   return expand_grid(grid);
 }

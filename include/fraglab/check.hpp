@@ -28,8 +28,8 @@
 namespace fraglab {
 
 struct CheckedMetric {
-  std::string key;              // the results-JSON run key
-  bool bytes = false;           // shown and parsed as a byte size
+  std::string key;     // the results-JSON run key
+  bool bytes = false;  // shown and parsed as a byte size
   bool higher_is_better = false;
 };
 // Every run metric check knows, in table order.

@@ -23,8 +23,8 @@ namespace fraglab {
 // The events between marks that share one (step, phase) pair. A pair that comes back later
 // (phase "forward" of the same step after a mark of another label) extends the same span.
 struct SpanProfile {
-  std::string step;   // value of the latest "step" mark, "" before the first
-  std::string phase;  // value of the latest "phase" mark, "" before the first
+  std::string step;               // value of the latest "step" mark, "" before the first
+  std::string phase;              // value of the latest "phase" mark, "" before the first
   std::uint64_t first_event = 0;  // index of the mark that opened it (0 for the start)
   std::uint64_t events = 0;       // events other than marks
   Bytes peak_reserved = 0;        // after an event of the span
@@ -51,10 +51,10 @@ struct StatePoint {
 
 struct ReplayProfile {
   ReplayResult result;
-  std::vector<SpanProfile> spans;   // in order of first appearance
-  std::vector<TagProfile> tags;     // by tag name
-  std::vector<StatePoint> timeline; // after each event
-  std::int64_t peak_event = -1;     // first event after which reserved was highest (-1: the start)
+  std::vector<SpanProfile> spans;    // in order of first appearance
+  std::vector<TagProfile> tags;      // by tag name
+  std::vector<StatePoint> timeline;  // after each event
+  std::int64_t peak_event = -1;      // first event after which reserved was highest (-1: the start)
 };
 
 // Gathers a ReplayProfile; add it to a Replayer, run, then take() with the run's result.

@@ -58,9 +58,9 @@ struct SegmentView {
 // pin it down from the trace's own evidence.
 struct StartBlock {
   AllocId id = 0;
-  Addr addr = 0;         // recorded address
+  Addr addr = 0;  // recorded address
   Bytes requested = 0;
-  Bytes min_size = 0;    // block sizes consistent with the trace
+  Bytes min_size = 0;  // block sizes consistent with the trace
   Bytes max_size = 0;
   Bytes chosen = 0;      // the size adopt() gives it
   std::string evidence;  // what narrowed the interval ("" = the split rule alone)

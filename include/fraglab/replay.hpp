@@ -24,7 +24,7 @@ namespace fraglab {
 struct Metrics {
   Bytes peak_requested = 0;
   Bytes peak_allocated = 0;
-  Bytes peak_reserved = 0;  // the device's own peak (may be reached inside an event)
+  Bytes peak_reserved = 0;      // the device's own peak (may be reached inside an event)
   Bytes reserved_at_start = 0;  // after the initial state is rebuilt, before event 0
   Bytes reserved_at_end = 0;
   // The least reserved from the start up to the peak: of the bytes reserved before the first
@@ -34,8 +34,8 @@ struct Metrics {
   // holds its peak — a cache, a static arena — is judged at its busiest moment there).
   Bytes allocated_at_peak_reserved = 0;
   std::int64_t peak_reserved_event = -1;  // first event after which reserved was at its peak; -1 = start
-  double fragmentation_at_peak = 0;  // 1 - allocated_at_peak_reserved / peak reserved after an event
-  double peak_utilization = 0;       // peak allocated / peak reserved
+  double fragmentation_at_peak = 0;       // 1 - allocated_at_peak_reserved / peak reserved after an event
+  double peak_utilization = 0;            // peak allocated / peak reserved
   std::uint64_t num_alloc_retries = 0;
   std::uint64_t num_ooms = 0;
   std::uint64_t num_device_alloc = 0;  // successful cudaMalloc + map calls

@@ -26,9 +26,8 @@ struct ReportOptions {
 };
 
 // {"trace": {...}, "device": {...}, "runs": [...]} with the stable keys of design.md.
-nlohmann::json results_json(const Trace& trace, const TraceSummary& summary,
-                            const DeviceDescription& device, const std::vector<ReplayResult>& runs,
-                            const ReportOptions& options = {});
+nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
+                            const std::vector<ReplayResult>& runs, const ReportOptions& options = {});
 nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options = {});
 // The "device" object of the results JSON: kind, capacity_bytes, external_bytes, capacity_source.
 nlohmann::json device_json(const DeviceDescription& device);

@@ -82,8 +82,8 @@ class SimDevice final : public Device {
   SimDeviceConfig config_;
   Bytes physical_in_use_ = 0;
   Addr next_address_ = kBaseAddress;
-  std::map<Addr, Range> ranges_;          // address space in use, by start address
-  std::map<Addr, Bytes> mapped_pages_;    // mapped runs (page multiples), by start address
+  std::map<Addr, Range> ranges_;        // address space in use, by start address
+  std::map<Addr, Bytes> mapped_pages_;  // mapped runs (page multiples), by start address
   struct Alias {
     Bytes size;
     Addr source;

@@ -69,7 +69,7 @@ struct Shard {
   bool contains(std::size_t run) const { return run % count == index; }
   bool operator==(const Shard&) const = default;
 };
-Shard parse_shard(std::string_view text);  // "I/N", 0 <= I < N; throws InputError
+Shard parse_shard(std::string_view text);    // "I/N", 0 <= I < N; throws InputError
 std::string shard_text(const Shard& shard);  // "I/N"
 
 // An axis as `--grid` takes it, canonically: "KEY=V1,V2" with "none" for a left-out option;
@@ -80,9 +80,9 @@ std::string grid_axis_text(const GridAxis& axis);
 
 // One finished run: a row of the results file.
 struct SweepRow {
-  std::string trace;   // Trace::name
-  std::string device;  // device spec, e.g. "sim" or "sim:40GiB"
-  std::string spec;    // policy spec
+  std::string trace;                              // Trace::name
+  std::string device;                             // device spec, e.g. "sim" or "sim:40GiB"
+  std::string spec;                               // policy spec
   std::vector<std::optional<std::string>> knobs;  // the swept values, one per knob column
   // The results-JSON metrics (design.md): peaks, fragmentation_at_peak, peak_utilization,
   // retries, ooms, device calls. The other fields stay 0.

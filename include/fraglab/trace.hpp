@@ -79,8 +79,8 @@ struct InitialSegment {
 struct InitialAllocation {
   AllocId id = 0;
   Addr addr = 0;
-  Bytes requested = 0;     // bytes the program asked for
-  Bytes block_size = 0;    // block size inside its segment; 0 = not recorded (derive it)
+  Bytes requested = 0;   // bytes the program asked for
+  Bytes block_size = 0;  // block size inside its segment; 0 = not recorded (derive it)
   StreamId stream = 0;
   bool free_requested = false;  // freed by the user but awaiting other streams (pending free)
   bool operator==(const InitialAllocation&) const = default;

@@ -29,7 +29,7 @@
 namespace fraglab {
 
 struct TraceIdentity {
-  std::string name;         // Trace::name
+  std::string name;          // Trace::name
   std::uint64_t events = 0;  // Trace::events.size(), observed events included (as results JSON "events")
   std::string request_hash;  // "fnv1a64:0123456789abcdef"
   bool operator==(const TraceIdentity&) const = default;

@@ -36,8 +36,7 @@ void write_jsonl(const Trace& trace, std::ostream& out);
 void write_jsonl_file(const Trace& trace, const std::string& path);  // ".gz" suffix: gzip
 
 // PyTorch snapshot pickle bytes -> Trace for one device, initial state rebuilt (cca-spec §12).
-Trace parse_snapshot(std::string_view bytes, std::string_view origin,
-                     const TraceReadOptions& options = {});
+Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options = {});
 
 // Every device of a snapshot that has trace entries or segments: (device index, its Trace).
 std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin);

@@ -38,10 +38,10 @@
 namespace fraglab {
 
 struct ValidateOptions {
-  std::string policy_spec;  // empty: "pytorch:" + the snapshot's allocator settings
-  std::string extra_options;  // appended to the policy's options (e.g. "version:2.1")
-  std::optional<Bytes> capacity;   // GPU total memory (default: the available bytes)
-  std::optional<Bytes> available;  // memory the allocator could obtain (default: inferred, see above)
+  std::string policy_spec;           // empty: "pytorch:" + the snapshot's allocator settings
+  std::string extra_options;         // appended to the policy's options (e.g. "version:2.1")
+  std::optional<Bytes> capacity;     // GPU total memory (default: the available bytes)
+  std::optional<Bytes> available;    // memory the allocator could obtain (default: inferred, see above)
   std::uint64_t context_events = 4;  // events shown on each side of the first divergence
 };
 

@@ -35,16 +35,16 @@ enum class ModelFamily : std::uint8_t {
 struct ModelConfig {
   std::string name;
   ModelFamily family = ModelFamily::Gpt2;
-  std::uint32_t layers = 0;          // decoder-only: blocks; T5: encoder blocks
-  std::uint32_t decoder_layers = 0;  // T5 only
-  std::uint64_t hidden = 0;          // h (d_model)
-  std::uint64_t heads = 0;           // a
-  std::uint64_t kv_heads = 0;        // Llama grouped-query attention (= heads otherwise)
-  std::uint64_t head_dim = 0;        // d; attention inner width is heads * head_dim
-  std::uint64_t ffn = 0;             // f
-  std::uint64_t vocab = 0;           // V
-  std::uint64_t max_positions = 0;   // GPT2 wpe rows; the longest sequence accepted
-  bool tied_embeddings = true;       // lm_head shares the input embedding
+  std::uint32_t layers = 0;                       // decoder-only: blocks; T5: encoder blocks
+  std::uint32_t decoder_layers = 0;               // T5 only
+  std::uint64_t hidden = 0;                       // h (d_model)
+  std::uint64_t heads = 0;                        // a
+  std::uint64_t kv_heads = 0;                     // Llama grouped-query attention (= heads otherwise)
+  std::uint64_t head_dim = 0;                     // d; attention inner width is heads * head_dim
+  std::uint64_t ffn = 0;                          // f
+  std::uint64_t vocab = 0;                        // V
+  std::uint64_t max_positions = 0;                // GPT2 wpe rows; the longest sequence accepted
+  bool tied_embeddings = true;                    // lm_head shares the input embedding
   std::uint32_t relative_attention_buckets = 32;  // T5
 
   std::uint64_t inner() const { return heads * head_dim; }
@@ -70,7 +70,7 @@ std::uint64_t parameter_count(const ModelConfig& model);
 
 enum class Framework : std::uint8_t { Fsdp1, Fsdp2, Zero1, Zero2, Zero3 };
 enum class ShardingStrategy : std::uint8_t { FullShard, ShardGradOp, NoShard };  // FSDP1
-enum class BackwardPrefetch : std::uint8_t { Pre, Post, None };                 // FSDP1
+enum class BackwardPrefetch : std::uint8_t { Pre, Post, None };                  // FSDP1
 enum class Precision : std::uint8_t { Bf16, Fp32 };
 enum class Recompute : std::uint8_t { None, NonReentrant, Reentrant };
 enum class AttentionImpl : std::uint8_t { Eager, Sdpa };
@@ -98,13 +98,13 @@ struct DeepSpeedOptions {
 
 // The GPU timing model that places deferred frees (gpu_timing.hpp). Defaults: an A100.
 struct TimingOptions {
-  double matmul_tflops = 0;  // achieved; 0 = 150 (bf16) or 19.5 (fp32, TF32 off)
-  double hbm_gbps = 1500;    // achieved memory bandwidth for elementwise kernels
-  double bus_gbps = 100;     // collective bus bandwidth
-  double cpu_op_us = 15;     // CPU issue time per operator (Python + dispatch + launch)
-  double hook_us = 40;       // CPU time of one framework hook (DeepSpeed per module, FSDP per unit)
+  double matmul_tflops = 0;           // achieved; 0 = 150 (bf16) or 19.5 (fp32, TF32 off)
+  double hbm_gbps = 1500;             // achieved memory bandwidth for elementwise kernels
+  double bus_gbps = 100;              // collective bus bandwidth
+  double cpu_op_us = 15;              // CPU issue time per operator (Python + dispatch + launch)
+  double hook_us = 40;                // CPU time of one framework hook (DeepSpeed per module, FSDP per unit)
   std::uint32_t launch_queue = 1024;  // kernels a stream may have queued before launches block
-  double jitter = 0.3;       // each GPU duration is scaled by a seeded factor in [1-j, 1+j]
+  double jitter = 0.3;                // each GPU duration is scaled by a seeded factor in [1-j, 1+j]
 };
 
 struct WorkloadOptions {
@@ -135,7 +135,7 @@ struct WorkloadOptions {
   AttentionImpl attention = AttentionImpl::Eager;
   GeluImpl gelu = GeluImpl::Python;
   LossImpl loss = LossImpl::Fp32Upcast;
-  bool retain_logits = false;  // the loop keeps outputs.logits until the next forward returns
+  bool retain_logits = false;              // the loop keeps outputs.logits until the next forward returns
   std::optional<OptimizerKind> optimizer;  // default: adamw_foreach (FSDP), ds_fusedadam (ZeRO)
   std::uint32_t grad_accum = 1;
   GradFlatten grad_flatten = GradFlatten::Cat;

@@ -38,8 +38,8 @@
 #include <limits>
 #include <unordered_map>
 
-#include "common/mapped_pages.hpp"
 #include "common/free_ranges.hpp"
+#include "common/mapped_pages.hpp"
 #include "fraglab/policy.hpp"
 
 namespace fraglab::bestfit {

@@ -63,9 +63,10 @@ Options parse_options(std::string_view text) {
     if (item.key == "min_block") {
       const Bytes value = parse_byte_size(item.value, "buddy: min_block");
       if (value == 0 || !std::has_single_bit(value) || value > kTopBlockLimit) {
-        throw InputError(fmt::format("buddy: min_block: expected a power of two number of bytes (e.g. 512, 4KiB), "
-                                     "got '{}'",
-                                     item.value));
+        throw InputError(
+            fmt::format("buddy: min_block: expected a power of two number of bytes (e.g. 512, 4KiB), "
+                        "got '{}'",
+                        item.value));
       }
       options.min_block = value;
     } else if (item.key == "max_order") {
@@ -73,9 +74,8 @@ Options parse_options(std::string_view text) {
       const char* end = item.value.data() + item.value.size();
       auto [ptr, ec] = std::from_chars(item.value.data(), end, value);
       if (ec != std::errc() || ptr != end || value > kMaxOrderLimit) {
-        throw InputError(
-            fmt::format("buddy: max_order: expected a whole number from 0 to {}, got '{}'", kMaxOrderLimit,
-                        item.value));
+        throw InputError(fmt::format("buddy: max_order: expected a whole number from 0 to {}, got '{}'", kMaxOrderLimit,
+                                     item.value));
       }
       options.max_order = value;
       max_order_given = true;
@@ -90,8 +90,8 @@ Options parse_options(std::string_view text) {
                             : static_cast<unsigned>(std::countr_zero(kDefaultTopBlock / options.min_block));
   }
   if (options.max_order > kMaxOrderLimit || (options.min_block << options.max_order) > kTopBlockLimit) {
-    throw InputError(fmt::format("buddy: max_order: min_block << max_order = {} << {} exceeds 1 TiB",
-                                 options.min_block, options.max_order));
+    throw InputError(fmt::format("buddy: max_order: min_block << max_order = {} << {} exceeds 1 TiB", options.min_block,
+                                 options.max_order));
   }
   return options;
 }

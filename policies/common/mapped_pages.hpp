@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/free_ranges.hpp"
 #include "fraglab/device.hpp"
 #include "fraglab/policy.hpp"
-#include "common/free_ranges.hpp"
 
 namespace fraglab {
 

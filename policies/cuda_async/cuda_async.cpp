@@ -50,8 +50,8 @@
 
 #include <algorithm>
 
-#include "cuda_async/options.hpp"
 #include "common/mapped_pages.hpp"
+#include "cuda_async/options.hpp"
 #include "cuda_async/stream_free_space.hpp"
 #include "fraglab/policy.hpp"
 
@@ -133,8 +133,8 @@ class CudaAsyncPolicy final : public Policy {
   }
 
   void mark(std::string_view label, std::string_view /*value*/) override {
-    const bool is_sync = options_.sync_on_mark == SyncOnMark::All ||
-                         (options_.sync_on_mark == SyncOnMark::Step && label == "step");
+    const bool is_sync =
+        options_.sync_on_mark == SyncOnMark::All || (options_.sync_on_mark == SyncOnMark::Step && label == "step");
     if (!is_sync) return;
     synchronize(/*complete_deferred_frees=*/false);
     trim_to(options_.release_threshold);
@@ -192,8 +192,8 @@ class CudaAsyncPolicy final : public Policy {
   std::optional<Addr> place(Bytes size, StreamId stream, Reuse reuse) {
     if (base_ == 0 && !reserve_address_range()) return std::nullopt;
     if (size > va_end_ - base_) return std::nullopt;  // cannot fit the address range at all
-    std::optional<StreamFreeSpace::Fit> fit = reuse == Reuse::StreamOrder ? space_.best_fit(size, stream)
-                                                                         : space_.best_fit_any(size);
+    std::optional<StreamFreeSpace::Fit> fit =
+        reuse == Reuse::StreamOrder ? space_.best_fit(size, stream) : space_.best_fit_any(size);
     if (fit) {
       if (!pages_.map_missing(align_down(fit->addr, page_), align_up(fit->addr + size, page_))) return std::nullopt;
       note_reserved();
@@ -227,9 +227,15 @@ class CudaAsyncPolicy final : public Policy {
   void return_to_pool(const Slot& slot, FreeKind kind) {
     used_ -= slot.size;
     switch (kind) {
-      case FreeKind::PendingOnStream: space_.add_pending(slot.addr, slot.size, slot.stream); break;
-      case FreeKind::Shared: space_.add_shared(slot.addr, slot.size); break;
-      case FreeKind::AwaitingSync: space_.add_awaiting_sync(slot.addr, slot.size); break;
+      case FreeKind::PendingOnStream:
+        space_.add_pending(slot.addr, slot.size, slot.stream);
+        break;
+      case FreeKind::Shared:
+        space_.add_shared(slot.addr, slot.size);
+        break;
+      case FreeKind::AwaitingSync:
+        space_.add_awaiting_sync(slot.addr, slot.size);
+        break;
     }
   }
 

@@ -37,10 +37,14 @@ Options parse_options(std::string_view text) {
     } else if (item.key == "internal_dependencies") {
       options.internal_dependencies = parse_flag(item);
     } else if (item.key == "sync_on_mark") {
-      if (item.value == "step") options.sync_on_mark = SyncOnMark::Step;
-      else if (item.value == "all") options.sync_on_mark = SyncOnMark::All;
-      else if (item.value == "none") options.sync_on_mark = SyncOnMark::None;
-      else throw InputError(fmt::format("cuda_async: sync_on_mark: expected step, all or none, got '{}'", item.value));
+      if (item.value == "step")
+        options.sync_on_mark = SyncOnMark::Step;
+      else if (item.value == "all")
+        options.sync_on_mark = SyncOnMark::All;
+      else if (item.value == "none")
+        options.sync_on_mark = SyncOnMark::None;
+      else
+        throw InputError(fmt::format("cuda_async: sync_on_mark: expected step, all or none, got '{}'", item.value));
     } else {
       throw InputError(fmt::format(
           "cuda_async: unknown option '{}' (accepted: release_threshold, opportunistic, internal_dependencies, "

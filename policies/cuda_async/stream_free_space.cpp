@@ -48,7 +48,8 @@ Addr last_end_below(const FreeRanges& set, Addr floor, Addr top) {
 }  // namespace
 
 FreeRanges& StreamFreeSpace::pending_of(StreamId stream) {
-  if (last_pending_ < pending_.size() && pending_[last_pending_].stream == stream) return pending_[last_pending_].ranges;
+  if (last_pending_ < pending_.size() && pending_[last_pending_].stream == stream)
+    return pending_[last_pending_].ranges;
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     if (pending_[i].stream == stream) {
       last_pending_ = i;

@@ -34,12 +34,12 @@ struct SearchOptions {
 
 struct SearchResult {
   Bytes chunk_size = 0;
-  Bytes waste = 0;              // unused bytes of the best candidate
-  Bytes parameter_bytes = 0;    // Σ of every size searched over, filtered ones included
-  std::uint64_t candidates = 0; // chunk sizes tried
-  std::uint64_t tensors = 0;    // sizes searched over
-  std::uint64_t filtered = 0;   // left out as extra large
-  bool keep_gathered = false;   // all parameters fit one chunk below min_chunk_size
+  Bytes waste = 0;               // unused bytes of the best candidate
+  Bytes parameter_bytes = 0;     // Σ of every size searched over, filtered ones included
+  std::uint64_t candidates = 0;  // chunk sizes tried
+  std::uint64_t tensors = 0;     // sizes searched over
+  std::uint64_t filtered = 0;    // left out as extra large
+  bool keep_gathered = false;    // all parameters fit one chunk below min_chunk_size
   // 100 × waste / (parameter bytes + waste), as Gemini prints it.
   double waste_percent() const;
 };

@@ -7,9 +7,12 @@ namespace fraglab::gemini {
 
 const char* tag_class_name(TagClass c) {
   switch (c) {
-    case TagClass::Param: return "param";
-    case TagClass::Grad: return "grad";
-    case TagClass::Opt: return "opt";
+    case TagClass::Param:
+      return "param";
+    case TagClass::Grad:
+      return "grad";
+    case TagClass::Opt:
+      return "opt";
   }
   return "?";
 }
@@ -149,8 +152,8 @@ std::vector<SegmentView> ChunkStore::segments() const {
   out.reserve(by_address_.size());
   for (const auto& [addr, index] : by_address_) {
     const Chunk& chunk = chunks_[index];
-    const std::string pool =
-        chunk.state == State::Cached ? std::string("gemini_cached") : std::string("gemini_") + tag_class_name(chunk.cls);
+    const std::string pool = chunk.state == State::Cached ? std::string("gemini_cached")
+                                                          : std::string("gemini_") + tag_class_name(chunk.cls);
     SegmentView view{addr, chunk.size, 0, pool, false, {}};
     Addr at = addr;  // end of the last piece listed
     for (const Tensor& t : chunk.tensors) {

@@ -130,12 +130,16 @@ class GeminiPolicy final : public Policy {
     if (!owned(block)) inner_->free_requested(block);  // a chunk tensor stays in use until completed
   }
   void free_completed(const Block& block) override {
-    if (owned(block)) store_->release(block);
-    else inner_->free_completed(block);
+    if (owned(block))
+      store_->release(block);
+    else
+      inner_->free_completed(block);
   }
   void free(const Block& block) override {
-    if (owned(block)) store_->release(block);
-    else inner_->free(block);
+    if (owned(block))
+      store_->release(block);
+    else
+      inner_->free(block);
   }
 
   void empty_cache() override {
@@ -194,7 +198,8 @@ class GeminiPolicy final : public Policy {
           parameters_.window_requests, search_->filtered, search_->candidates, search_->waste_percent(),
           search_->keep_gathered ? " (all parameters fit one chunk below min_chunk_size_mb: kept gathered)" : ""));
     } else if (store_) {
-      out.push_back(fmt::format("gemini: chunk size {} bytes, fixed by chunk_size_mb (no search)", store_->chunk_size()));
+      out.push_back(
+          fmt::format("gemini: chunk size {} bytes, fixed by chunk_size_mb (no search)", store_->chunk_size()));
     }
     for (const std::string& note : inner_->notes()) out.push_back("inner: " + note);
     return out;
@@ -247,13 +252,13 @@ class GeminiPolicy final : public Policy {
   Device& device_;
   const Options options_;
   std::unique_ptr<Policy> inner_;
-  Trace inner_trace_;  // kept: the inner policy may hold on to what prepare() gave it
+  Trace inner_trace_;                        // kept: the inner policy may hold on to what prepare() gave it
   std::vector<std::uint8_t> request_class_;  // per planned request: a TagClass, or kToInner
   std::size_t next_request_ = 0;
   std::optional<ChunkStore> store_;
   ParameterSizes parameters_;
   std::optional<SearchResult> search_;
-  PolicyCounters counters_;           // gemini's own flushes and out-of-memory results
+  PolicyCounters counters_;               // gemini's own flushes and out-of-memory results
   std::uint64_t inner_ooms_doubled_ = 0;  // inner out-of-memory results followed by a gemini retry
   bool last_oom_from_inner_ = false;
   std::string last_oom_;
@@ -270,10 +275,12 @@ const PolicyRegistration registration{PolicyInfo{
     "Simplified: bytes instead of elements (defaults doubled, as for fp16 params), no LCM rounding, one chunk size "
     "for all classes, no CPU offload/eviction/sharding; ours: chunks whose tensors are all freed are recycled.",
     {
-        {"inner", "pytorch", "policy for untagged requests; bracket a spec with options: [pytorch:expandable_segments:True]"},
+        {"inner", "pytorch",
+         "policy for untagged requests; bracket a spec with options: [pytorch:expandable_segments:True]"},
         {"chunk_size_mb", "search", "fixed chunk size in MiB (skips the search)"},
         {"search_range_mb", "64", "search range above the smallest candidate (Gemini search_range_m, in MiB of bytes)"},
-        {"search_interval", "2048", "step between candidate chunk sizes in bytes (Gemini hidden_dim, default 1024 elements)"},
+        {"search_interval", "2048",
+         "step between candidate chunk sizes in bytes (Gemini hidden_dim, default 1024 elements)"},
         {"min_chunk_size_mb", "64", "smallest chunk; all params below it stay in one chunk (Gemini min_chunk_size_m)"},
         {"filter_exlarge_params", "True", "leave params above mean + 3 sigma out of the search"},
     },

@@ -57,8 +57,7 @@ Options parse_options(std::string_view text) {
       Bytes interval = 0;
       try {
         interval = parse_byte_size(item.value, "gemini: search_interval");
-      } catch (const InputError&) {
-      }
+      } catch (const InputError&) {}
       if (interval == 0) {
         throw InputError(fmt::format(
             "gemini: search_interval: expected a positive number of bytes (e.g. 2048 or 4KiB), got '{}'", item.value));
@@ -67,10 +66,10 @@ Options parse_options(std::string_view text) {
     } else if (item.key == "filter_exlarge_params") {
       options.search.filter_exlarge_params = parse_flag(item);
     } else {
-      throw InputError(fmt::format(
-          "gemini: unknown option '{}' (accepted: inner, chunk_size_mb, search_range_mb, search_interval, "
-          "min_chunk_size_mb, filter_exlarge_params)",
-          item.key));
+      throw InputError(
+          fmt::format("gemini: unknown option '{}' (accepted: inner, chunk_size_mb, search_range_mb, search_interval, "
+                      "min_chunk_size_mb, filter_exlarge_params)",
+                      item.key));
     }
   }
   const std::uint64_t candidates = options.search.search_range / options.search.search_interval + 1;

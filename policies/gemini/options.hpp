@@ -13,8 +13,8 @@ namespace fraglab::gemini {
 inline constexpr std::uint64_t kMaxCandidates = 1u << 22;
 
 struct Options {
-  std::string inner = "pytorch";     // policy spec for untagged requests (brackets removed)
-  std::optional<Bytes> chunk_size;   // fixed: skips the search
+  std::string inner = "pytorch";    // policy spec for untagged requests (brackets removed)
+  std::optional<Bytes> chunk_size;  // fixed: skips the search
   SearchOptions search;
 };
 

@@ -71,8 +71,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -85,9 +85,9 @@
 
 namespace fraglab::gmlake {
 
-inline constexpr Bytes kPage = 2 * MiB;             // [kGranularity]: PhyBlock size, large rounding
-inline constexpr Bytes kSmallSize = 1 * MiB;        // largest request of the small pool
-inline constexpr Bytes kLargeBuffer = 20 * MiB;     // segment size for requests under kMinLargeAlloc
+inline constexpr Bytes kPage = 2 * MiB;          // [kGranularity]: PhyBlock size, large rounding
+inline constexpr Bytes kSmallSize = 1 * MiB;     // largest request of the small pool
+inline constexpr Bytes kLargeBuffer = 20 * MiB;  // segment size for requests under kMinLargeAlloc
 inline constexpr Bytes kMinLargeAlloc = 10 * MiB;
 inline constexpr Bytes kMaxRequest = Bytes{1} << 60;  // ">= 1 EB" fails up front, as PyTorch
 
@@ -236,9 +236,9 @@ class Allocator {
 
   std::vector<SBlock> sblocks_;
   std::vector<Id> spare_sblocks_;
-  std::set<SizeKey> clean_sblocks_;                              // reusable, best fit
-  std::set<std::pair<std::uint64_t, Id>> clean_by_release_;      // GC order
-  std::set<std::pair<std::uint64_t, Id>> fragmented_by_release_; // GC order
+  std::set<SizeKey> clean_sblocks_;                               // reusable, best fit
+  std::set<std::pair<std::uint64_t, Id>> clean_by_release_;       // GC order
+  std::set<std::pair<std::uint64_t, Id>> fragmented_by_release_;  // GC order
 
   // Large blocks whose free was requested, not completed: (kind, id, serial); stale entries are
   // skipped.

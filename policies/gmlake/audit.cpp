@@ -73,8 +73,8 @@ void Allocator::audit() const {
       for (Addr a = p.source; a < p.source + p.size; a += kPage) busy += used(a) ? 1 : 0;
     }
     require(offset == s.size, "pieces do not cover their sBlock");
-    require(busy == s.busy_pages, fmt::format("sBlock 0x{:x}: busy_pages {} but {} pages in use", s.addr,
-                                              s.busy_pages, busy));
+    require(busy == s.busy_pages,
+            fmt::format("sBlock 0x{:x}: busy_pages {} but {} pages in use", s.addr, s.busy_pages, busy));
     const bool in_clean = clean_sblocks_.count(SizeKey{s.stream, s.size, s.addr, id}) == 1;
     const bool in_fragmented = fragmented_by_release_.count({s.released_at, id}) == 1;
     if (s.state == SState::Live) {

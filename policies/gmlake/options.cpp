@@ -66,10 +66,10 @@ Options parse_options(std::string_view text) {
       o.auto_gc_gib = parse_whole(key, value, kAccepted);
       if (o.auto_gc_gib > std::numeric_limits<Bytes>::max() / GiB) reject(key, value, kAccepted);
     } else {
-      throw InputError(fmt::format(
-          "gmlake: unknown option '{}' (accepted: vmm_defragment, frag_limit, reuse_limit, defrag_level, "
-          "auto_gc, re_alloc, self_check)",
-          key));
+      throw InputError(
+          fmt::format("gmlake: unknown option '{}' (accepted: vmm_defragment, frag_limit, reuse_limit, defrag_level, "
+                      "auto_gc, re_alloc, self_check)",
+                      key));
     }
   }
   return o;

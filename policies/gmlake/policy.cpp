@@ -44,8 +44,9 @@ class GmlakePolicy final : public Policy {
   std::vector<std::string> notes() const override {
     const gmlake::Options& o = allocator_.options();
     if (o.vmm_defragment) return {};
-    return {"vmm_defragment:false: no stitching; frag_limit, reuse_limit, defrag_level, auto_gc and re_alloc "
-            "have no effect"};
+    return {
+        "vmm_defragment:false: no stitching; frag_limit, reuse_limit, defrag_level, auto_gc and re_alloc "
+        "have no effect"};
   }
 
  private:
@@ -75,7 +76,8 @@ const PolicyRegistration registration{PolicyInfo{
         {"defrag_level", "0",
          "0: stitch before allocating new memory; 1: only after a new allocation failed; 2: only after the "
          "cache flush failed (defragLevel)"},
-        {"auto_gc", "1000", "GiB of sBlocks (created, not collected) above which cached sBlocks are torn down (autoGC)"},
+        {"auto_gc", "1000",
+         "GiB of sBlocks (created, not collected) above which cached sBlocks are torn down (autoGC)"},
         {"re_alloc", "false", "allocate only the shortfall of the free pBlocks and stitch it in (reAlloc)"},
         {"self_check", "false", "audit the policy's own invariants after every call (slow; for tests)"},
     },

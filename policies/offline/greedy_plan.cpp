@@ -31,7 +31,8 @@ namespace {
 // value (descending becomes ascending), and a digit that is the same in every key is skipped: a
 // few linear passes (a handful on training traces) instead of n log n comparisons that a branch predictor
 // cannot guess.
-std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes, const std::vector<PlannedRequest>& requests) {
+std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
+                                           const std::vector<PlannedRequest>& requests) {
   struct Keyed {
     std::uint64_t key[2];  // [0]: lifetime below the longest, [1]: size below the largest
     std::uint32_t request;

@@ -122,10 +122,10 @@ class OccupancyIndex {
   std::span<const OffsetRun> unite_parts();
 
   std::uint32_t slots_;
-  std::uint32_t leaves_;  // bit_ceil(slots): slot s is leaf leaves_ + s
-  std::uint32_t height_;  // the root's height: log2(leaves_)
+  std::uint32_t leaves_;                // bit_ceil(slots): slot s is leaf leaves_ + s
+  std::uint32_t height_;                // the root's height: log2(leaves_)
   std::uint32_t lowest_cached_height_;  // nodes at this height and above keep a cover
-  struct NodeSets {  // a node's sets and when they are read last (32 bytes: half a cache line)
+  struct NodeSets {                     // a node's sets and when they are read last (32 bytes: half a cache line)
     RunSet own;
     RunSet below;
     // 1 + the index of the last query that reads the set (0: none; all ones: any may).
@@ -134,7 +134,7 @@ class OccupancyIndex {
   };
   std::vector<NodeSets> nodes_;  // by node id
   RunSetStore sets_;
-  struct CoverAge {  // per cached node, what the freshness check reads (8 bytes: dense)
+  struct CoverAge {                    // per cached node, what the freshness check reads (8 bytes: dense)
     std::uint32_t own_changed_at = 0;  // the insert that last changed the node's own set
     std::uint32_t built_at = 0;        // inserts done when its cover was built
   };

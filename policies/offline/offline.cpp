@@ -58,8 +58,8 @@ OfflineOptions parse_options(std::string_view text) {
     const char* end = item.value.data() + item.value.size();
     const auto [stop, error] = std::from_chars(item.value.data(), end, value);
     if (error != std::errc{} || stop != end || value == 0 || value > kMaxAlignment || (value & (value - 1)) != 0) {
-      throw InputError(fmt::format(
-          "offline: alignment: expected a power of two from 1 to {} (bytes), got '{}'", kMaxAlignment, item.value));
+      throw InputError(fmt::format("offline: alignment: expected a power of two from 1 to {} (bytes), got '{}'",
+                                   kMaxAlignment, item.value));
     }
     options.alignment = value;
   }
@@ -90,8 +90,9 @@ class OfflinePolicy final : public Policy {
       throw std::logic_error("offline: allocate() before prepare(): the offline policy plans from the whole trace");
     }
     if (next_call_ >= requested_.size()) {
-      throw std::logic_error(fmt::format("offline: allocate() call {} ({} bytes) is not in the plan, which has {} requests",
-                                         next_call_, size, requested_.size()));
+      throw std::logic_error(
+          fmt::format("offline: allocate() call {} ({} bytes) is not in the plan, which has {} requests", next_call_,
+                      size, requested_.size()));
     }
     const std::size_t k = next_call_++;
     if (requested_[k] != size) {
@@ -141,7 +142,8 @@ class OfflinePolicy final : public Policy {
     for (std::size_t k = 0; k < live_.size(); ++k) {
       if (live_[k]) live.push_back(k);
     }
-    std::sort(live.begin(), live.end(), [&](std::size_t a, std::size_t b) { return plan_.offsets[a] < plan_.offsets[b]; });
+    std::sort(live.begin(), live.end(),
+              [&](std::size_t a, std::size_t b) { return plan_.offsets[a] < plan_.offsets[b]; });
     SegmentView view{*arena_, plan_.heap_size, 0, "arena", false, {}};
     Bytes covered = 0;
     for (std::size_t k : live) {

@@ -97,7 +97,7 @@ class RunSetStore {
     OffsetRun* const first = first_ending_at_or_after(base, set.size, run.begin);
     if (first != end && first->begin <= run.end) {
       if (first->begin <= run.begin && run.end <= first->end) return false;  // held already
-      OffsetRun* last = first + 1;  // past the runs that merge
+      OffsetRun* last = first + 1;                                           // past the runs that merge
       while (last != end && last->begin <= run.end) ++last;
       first->begin = std::min(first->begin, run.begin);
       first->end = std::max(last[-1].end, run.end);

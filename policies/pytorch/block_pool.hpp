@@ -28,16 +28,16 @@ inline constexpr NodeId kNil = 0xffffffffu;
 struct Node {
   Addr addr = 0;
   Bytes size = 0;
-  Bytes requested = 0;          // the last request served by this block (stale when free)
+  Bytes requested = 0;  // the last request served by this block (stale when free)
   StreamId stream = 0;
   std::uint64_t gc_base = 0;
   NodeId prev = kNil;
   NodeId next = kNil;
-  std::int32_t segment = -1;    // expandable segment index; -1 = part of a cudaMalloc'd segment
-  std::uint32_t serial = 0;     // allocation serial: the Block cookie carries it (stale frees)
+  std::int32_t segment = -1;  // expandable segment index; -1 = part of a cudaMalloc'd segment
+  std::uint32_t serial = 0;   // allocation serial: the Block cookie carries it (stale frees)
   PoolKind pool = PoolKind::Large;
   bool allocated = false;
-  bool pending = false;         // free requested, not yet completed: PyTorch's event_count > 0
+  bool pending = false;  // free requested, not yet completed: PyTorch's event_count > 0
   bool mapped = true;
   bool live = false;
 
@@ -134,7 +134,7 @@ class FreeBlockSet {
 struct BlockPool {
   explicit BlockPool(PoolKind k) : kind(k) {}
   PoolKind kind;
-  FreeBlockSet blocks;                                  // free mapped blocks
+  FreeBlockSet blocks;                                   // free mapped blocks
   std::map<std::pair<StreamId, Addr>, NodeId> unmapped;  // expandable address space, no pages
   std::uint64_t get_free_blocks_call_count = 0;          // the GC clock (§3.3)
 };

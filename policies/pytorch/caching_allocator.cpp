@@ -23,8 +23,7 @@ CachingAllocator::CachingAllocator(Config config, Device& device)
       allowed_ = static_cast<Bytes>(f * static_cast<double>(device_.capacity()));
     }
   }
-  stats_.max_split_size =
-      config_.max_split_size == kUnlimited ? -1 : static_cast<std::int64_t>(config_.max_split_size);
+  stats_.max_split_size = config_.max_split_size == kUnlimited ? -1 : static_cast<std::int64_t>(config_.max_split_size);
   scratch_.reserve(256);
 }
 
@@ -99,7 +98,7 @@ bool CachingAllocator::get_free_block(Request& r) {
 
 // §5.1: a new segment (cudaMalloc) or new pages (expandable).
 bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
-  if (is_retry) ++stats_.num_alloc_retries;  // counted on entering the last rung (§14.4)
+  if (is_retry) ++stats_.num_alloc_retries;                         // counted on entering the last rung (§14.4)
   if (allowed_ && total_ + r.alloc_size > *allowed_) return false;  // uses alloc_size even if expandable
   if (expandable_active_) {
     r.block = try_allocate_expandable_block(r);
@@ -154,7 +153,7 @@ Block CachingAllocator::alloc_found_block(Request& r) {
       if (already_split) {
         stats_.inactive_split_bytes.decrease(pool, r.rounded);  // an inactive split block shrinks
       } else {
-        stats_.inactive_split_bytes.increase(pool, rem.size);   // a new inactive split block
+        stats_.inactive_split_bytes.increase(pool, rem.size);  // a new inactive split block
         stats_.inactive_split.increase(pool, 1);
       }
     }

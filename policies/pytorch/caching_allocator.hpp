@@ -108,8 +108,8 @@ class CachingAllocator {
 
   Config config_;
   Device& device_;
-  bool expandable_active_;     // expandable_segments:True in a version that has them
-  Bytes oversize_slack_;       // §3.2 step 4 R
+  bool expandable_active_;        // expandable_segments:True in a version that has them
+  Bytes oversize_slack_;          // §3.2 step 4 R
   std::optional<Bytes> allowed_;  // allowed_memory_maximum (memory fraction), §5.6
   NodeArena nodes_;
   std::array<BlockPool, 2> pools_{BlockPool(PoolKind::Small), BlockPool(PoolKind::Large)};

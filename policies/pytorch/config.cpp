@@ -40,9 +40,9 @@ Bytes parse_unsigned(std::string_view text, std::string_view key, IntWidth width
   errno = 0;
   const unsigned long long value = std::strtoull(begin, &end, 10);
   if (end == begin) fail(fmt::format("{}: expected an integer, got '{}'", key, text));
-  const unsigned long long limit =
-      width == IntWidth::Int32 ? static_cast<unsigned long long>(std::numeric_limits<int>::max())
-                               : std::numeric_limits<unsigned long long>::max();
+  const unsigned long long limit = width == IntWidth::Int32
+                                       ? static_cast<unsigned long long>(std::numeric_limits<int>::max())
+                                       : std::numeric_limits<unsigned long long>::max();
   if (errno == ERANGE || value > limit) fail(fmt::format("{}: integer '{}' is out of range", key, text));
   return value;
 }
@@ -110,9 +110,15 @@ class Parser {
 
   void run(std::string_view text) {
     switch (parser_style(v_)) {
-      case ParserStyle::Regex113: run_113(text); break;
-      case ParserStyle::Lexer: run_lexer(text); break;
-      case ParserStyle::Tokenizer: run_tokenizer(text); break;
+      case ParserStyle::Regex113:
+        run_113(text);
+        break;
+      case ParserStyle::Lexer:
+        run_lexer(text);
+        break;
+      case ParserStyle::Tokenizer:
+        run_tokenizer(text);
+        break;
     }
   }
 
@@ -164,8 +170,7 @@ class Parser {
     expect(++i, ':');
     check_index(++i, "a value");
     if (t_[i] != "[") return i;
-    while (++i < t_.size() && t_[i] != "]") {
-    }
+    while (++i < t_.size() && t_[i] != "]") {}
     if (i >= t_.size()) fail("Expected closing bracket ']' in ConfigTokenizer but reached end of config");
     return i;
   }
@@ -217,9 +222,10 @@ class Parser {
     if (value == "native") {
       c_.notes.emplace_back("backend:native (the default)");
     } else if (value == "cudaMallocAsync") {
-      fail("backend:cudaMallocAsync replaces the caching allocator with the driver's stream-ordered "
-           "allocator (allocator-model §9); this policy emulates the native allocator only: use the "
-           "cuda_async policy for it");
+      fail(
+          "backend:cudaMallocAsync replaces the caching allocator with the driver's stream-ordered "
+          "allocator (allocator-model §9); this policy emulates the native allocator only: use the "
+          "cuda_async policy for it");
     } else {
       fail("Unknown allocator backend, options are native and cudaMallocAsync");
     }
@@ -263,9 +269,10 @@ class Parser {
     while (++i < t_.size() && t_[i] != "]") {
       const std::string boundary = t_[i];
       if (i + 2 >= t_.size() || t_[i + 1] == "]" || t_[i + 2] == "]" || boundary == ",") {
-        fail(fmt::format("{}: list entry '{}' has no value (expected SIZE_MB:DIVISIONS or >:DIVISIONS, "
-                         "e.g. [256:1,512:2,>:4])",
-                         key, boundary));
+        fail(
+            fmt::format("{}: list entry '{}' has no value (expected SIZE_MB:DIVISIONS or >:DIVISIONS, "
+                        "e.g. [256:1,512:2,>:4])",
+                        key, boundary));
       }
       expect(++i, ':');
       const Bytes value =
@@ -302,9 +309,10 @@ class Parser {
     if (close >= t_.size()) {
       std::string list;
       for (std::size_t k = open; k < t_.size(); ++k) list += t_[k];
-      fail(fmt::format("roundup_power2_divisions: the list '{}' has no closing ']' (expected "
-                       "[SIZE_MB:DIVISIONS,...,>:DIVISIONS], e.g. [256:1,512:2,>:4])",
-                       list));
+      fail(
+          fmt::format("roundup_power2_divisions: the list '{}' has no closing ']' (expected "
+                      "[SIZE_MB:DIVISIONS,...,>:DIVISIONS], e.g. [256:1,512:2,>:4])",
+                      list));
     }
     if (close == open + 1) {
       c_.notes.emplace_back(
@@ -347,10 +355,9 @@ class Parser {
   }
 
   static bool is_accelerator_key(std::string_view key, Version v) {
-    return key == "max_split_size_mb" || key == "max_non_split_rounding_mb" ||
-           key == "garbage_collection_threshold" || key == "roundup_power2_divisions" ||
-           key == "expandable_segments" || key == "pinned_use_background_threads" ||
-           (key == "large_segment_size_mb" && has_large_segment_size(v));
+    return key == "max_split_size_mb" || key == "max_non_split_rounding_mb" || key == "garbage_collection_threshold" ||
+           key == "roundup_power2_divisions" || key == "expandable_segments" ||
+           key == "pinned_use_background_threads" || (key == "large_segment_size_mb" && has_large_segment_size(v));
   }
 
   // Handles the key at index i; returns the index of its last token. pass 0 = everything
@@ -497,8 +504,10 @@ Config parse_config(std::string_view options) {
   config.rounding.version = config.version;
   Parser(config).run(text);
   if (config.expandable_segments && config.large_segment_size % kSmallBuffer != 0) {
-    fail(fmt::format("expandable_segments:True needs large_segment_size_mb to be a multiple of 2 "
-                     "(the device page); got {} MiB", config.large_segment_size / MiB));
+    fail(
+        fmt::format("expandable_segments:True needs large_segment_size_mb to be a multiple of 2 "
+                    "(the device page); got {} MiB",
+                    config.large_segment_size / MiB));
   }
   return config;
 }

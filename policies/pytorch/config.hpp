@@ -21,20 +21,18 @@ namespace fraglab::cca {
 
 struct Config {
   Version version = Version::Newest;
-  Bytes max_split_size = kUnlimited;              // max_split_size_mb (bytes); unlimited by default
-  Bytes max_non_split_rounding = kLargeBuffer;    // 2.6+; newest default = large_segment_size
-  Bytes large_segment_size = kLargeBuffer;        // newest large_segment_size_mb
-  RoundingRules rounding;                         // roundup_power2_divisions (+ 1.13 bypass)
-  double garbage_collection_threshold = 0.0;      // 0 = off
+  Bytes max_split_size = kUnlimited;            // max_split_size_mb (bytes); unlimited by default
+  Bytes max_non_split_rounding = kLargeBuffer;  // 2.6+; newest default = large_segment_size
+  Bytes large_segment_size = kLargeBuffer;      // newest large_segment_size_mb
+  RoundingRules rounding;                       // roundup_power2_divisions (+ 1.13 bypass)
+  double garbage_collection_threshold = 0.0;    // 0 = off
   bool expandable_segments = false;
   // set_per_process_memory_fraction (an API call in PyTorch; newest also a config key).
   std::optional<double> memory_fraction;
-  std::vector<std::string> notes;                // accepted options without effect on memory
+  std::vector<std::string> notes;  // accepted options without effect on memory
 
   // §3.2 step 4: slack an oversize request may waste in a cached block.
-  Bytes oversize_slack() const {
-    return has_max_non_split_rounding(version) ? max_non_split_rounding : kLargeBuffer;
-  }
+  Bytes oversize_slack() const { return has_max_non_split_rounding(version) ? max_non_split_rounding : kLargeBuffer; }
 };
 
 // Parses the OPTIONS of "pytorch:OPTIONS". Throws InputError on a bad option.

@@ -62,8 +62,7 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
     }
     return bytes >= size;
   };
-  for (auto it = pool.unmapped.lower_bound({stream, 0}); it != pool.unmapped.end() && it->first.first == stream;
-       ++it) {
+  for (auto it = pool.unmapped.lower_bound({stream, 0}); it != pool.unmapped.end() && it->first.first == stream; ++it) {
     NodeId c = it->second;
     if (allocatable(nodes_[c].prev)) c = nodes_[c].prev;
     if (has_room(c)) return c;

@@ -24,16 +24,16 @@ std::string oom_message(const OomFacts& f) {
           "{}{} reserved in total by PyTorch) If reserved memory is >> allocated memory try setting "
           "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and "
           "PYTORCH_CUDA_ALLOC_CONF",
-          format_size(f.alloc_size), format_size(f.device_total), format_size(f.allocated),
-          format_size(f.device_free), allowed, format_size(f.reserved));
+          format_size(f.alloc_size), format_size(f.device_total), format_size(f.allocated), format_size(f.device_free),
+          allowed, format_size(f.reserved));
     case OomStyle::Capacty:
       return fmt::format(
           "CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacty of {} of which {} is free. "
           "Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but "
           "unallocated. If reserved but unallocated memory is large try setting max_split_size_mb to "
           "avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
-          format_size(f.alloc_size), format_size(f.device_total), format_size(f.device_free),
-          format_size(f.allocated), format_size(unallocated));
+          format_size(f.alloc_size), format_size(f.device_total), format_size(f.device_free), format_size(f.allocated),
+          format_size(unallocated));
     case OomStyle::Modern:
     case OomStyle::ModernDocs:
       break;

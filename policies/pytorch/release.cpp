@@ -13,8 +13,7 @@ namespace fraglab::cca {
 // §3.3: free whole (unsplit, non-expandable) large-pool blocks at least as old as the average,
 // pass after pass, until `target` is reclaimed or a pass frees nothing.
 void CachingAllocator::garbage_collect_cached_blocks() {
-  const Bytes gc_threshold =
-      static_cast<Bytes>(config_.garbage_collection_threshold * static_cast<double>(*allowed_));
+  const Bytes gc_threshold = static_cast<Bytes>(config_.garbage_collection_threshold * static_cast<double>(*allowed_));
   if (total_ <= gc_threshold) return;
   const Bytes target = total_ - gc_threshold;
   BlockPool& large = pool_of(PoolKind::Large);

@@ -18,8 +18,8 @@ using DivisionTable = std::array<Bytes, kRoundUpPowerOfTwoIntervals>;
 
 struct RoundingRules {
   Version version = Version::Newest;
-  DivisionTable divisions{};             // 1.13: every slot holds the single global value
-  Bytes bypass_threshold = kUnlimited;   // 1.13 roundup_bypass_threshold_mb, in bytes
+  DivisionTable divisions{};            // 1.13: every slot holds the single global value
+  Bytes bypass_threshold = kUnlimited;  // 1.13 roundup_bypass_threshold_mb, in bytes
 };
 
 // Slot of the division table that applies to a request of `size` bytes (§1.4).

@@ -20,7 +20,7 @@ struct Pending {
   std::size_t index = 0;  // in InitialState::allocations
   Addr addr = 0;
   Bytes rounded = 0;
-  Addr next = 0;                 // next known allocation's start, or the segment end
+  Addr next = 0;                             // next known allocation's start, or the segment end
   std::size_t next_alloc = ~std::size_t{0};  // index of the allocation at `next` (none: segment end)
   PoolKind pool = PoolKind::Large;
   StreamId stream = 0;
@@ -88,8 +88,8 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
       // below max_split_size; an oversize request takes a block < rounded + slack (§3.2 step 4)
       // or a fresh segment rounded to 2 MiB (§1.5).
       const bool tight = p.pool == PoolKind::Small || seg->expandable || expandable_active;
-      const Bytes max_rest = tight ? kMinBlockSize - 1
-                                   : (p.rounded < ms ? kSmallSize : std::max(slack, kRoundLarge) - 1);
+      const Bytes max_rest =
+          tight ? kMinBlockSize - 1 : (p.rounded < ms ? kSmallSize : std::max(slack, kRoundLarge) - 1);
       b.min = p.rounded;
       b.max = std::min(gap, p.rounded + align_down(max_rest, p.rounded));
       const Bytes remaining = gap - p.rounded;
@@ -123,7 +123,7 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     if (pending[i].open) open.push_back(i);
   }
   std::vector<std::pair<Addr, Bytes>> new_segments;  // segment_alloc since the last alloc
-  std::set<Addr> untouched;  // initial segments holding nothing, where nothing has landed yet
+  std::set<Addr> untouched;                          // initial segments holding nothing, where nothing has landed yet
   for (const InitialSegment& s : segs) untouched.insert(s.addr);
   for (const InitialAllocation& a : allocs) {
     if (const InitialSegment* s = segment_of(a.addr)) untouched.erase(s->addr);
@@ -170,9 +170,8 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     // served by a new segment (it missed every cached block, §3.1, §5), or from the start of an
     // initial segment that holds nothing and nothing landed in yet (a free block of exactly that
     // segment's size, which best fit preferred, §3.1).
-    const bool missed = std::any_of(new_segments.begin(), new_segments.end(), [&](const auto& s) {
-      return e.addr >= s.first && e.addr < s.first + s.second;
-    });
+    const bool missed = std::any_of(new_segments.begin(), new_segments.end(),
+                                    [&](const auto& s) { return e.addr >= s.first && e.addr < s.first + s.second; });
     new_segments.clear();
     const InitialSegment* landed = segment_of(e.addr);
     const bool whole_free = !missed && landed != nullptr && !landed->expandable && e.addr == landed->addr &&
@@ -184,9 +183,9 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     // A cached block of F bytes is refused when F < rounded, or when it is too large for the
     // max_split_size rules: F >= ms for a normal request, F >= rounded + slack for an oversize one.
     const Bytes too_large = rounded < ms ? ms : saturating_add(rounded, slack);
-    const std::string why = missed ? fmt::format("alloc {} of {} bytes took a new segment", e.id, rounded)
-                                   : fmt::format("alloc {} of {} bytes went to the free segment at {:#x}", e.id,
-                                                 rounded, landed->addr);
+    const std::string why =
+        missed ? fmt::format("alloc {} of {} bytes took a new segment", e.id, rounded)
+               : fmt::format("alloc {} of {} bytes went to the free segment at {:#x}", e.id, rounded, landed->addr);
     for (std::size_t i : open) {
       Pending& p = pending[i];
       if (!p.open || p.pool != pool || p.stream != e.stream) continue;

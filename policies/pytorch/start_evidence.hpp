@@ -28,9 +28,9 @@
 namespace fraglab::cca {
 
 struct BlockInterval {
-  Bytes min = 0;    // smallest block size consistent with the trace
-  Bytes max = 0;    // largest
-  Bytes guess = 0;  // the gap rule's guess (a free block reaching the next known allocation, §12.2)
+  Bytes min = 0;         // smallest block size consistent with the trace
+  Bytes max = 0;         // largest
+  Bytes guess = 0;       // the gap rule's guess (a free block reaching the next known allocation, §12.2)
   std::string evidence;  // what narrowed the interval, "" = only the split rule
   std::string error;     // non-empty: the trace contradicts every legal size (the interval is kept)
   bool determined() const { return min == max; }

@@ -54,15 +54,15 @@ struct StatArray {
 };
 
 struct DeviceStats {
-  StatArray allocation;          // user-held blocks (-1 at free *request*)
-  StatArray segment;             // cudaMalloc'd segments (not expandable maps)
-  StatArray active;              // allocated + pending-free
-  StatArray inactive_split;      // free blocks inside split non-expandable segments
+  StatArray allocation;      // user-held blocks (-1 at free *request*)
+  StatArray segment;         // cudaMalloc'd segments (not expandable maps)
+  StatArray active;          // allocated + pending-free
+  StatArray inactive_split;  // free blocks inside split non-expandable segments
   StatArray allocated_bytes;
   StatArray reserved_bytes;
   StatArray active_bytes;
   StatArray inactive_split_bytes;
-  StatArray requested_bytes;     // 2.0+
+  StatArray requested_bytes;  // 2.0+
   Stat oversize_allocations;
   Stat oversize_segments;
   std::int64_t num_alloc_retries = 0;

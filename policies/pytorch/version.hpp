@@ -25,10 +25,10 @@ enum class ParserStyle : std::uint8_t {
 
 // Wording of the out-of-memory error (§5.4).
 enum class OomStyle : std::uint8_t {
-  Legacy,     // 1.13, 2.0: "(GPU d; T total capacity; A already allocated; ...)"
-  Capacty,    // 2.1: new sentence form with the "capacty" typo, no "allowed" part
-  Modern,     // 2.4-2.9: "has a total capacity of", "allowed; ", expandable_segments hint
-  ModernDocs, // newest: same, docs.pytorch.org link
+  Legacy,      // 1.13, 2.0: "(GPU d; T total capacity; A already allocated; ...)"
+  Capacty,     // 2.1: new sentence form with the "capacty" typo, no "allowed" part
+  Modern,      // 2.4-2.9: "has a total capacity of", "allowed; ", expandable_segments hint
+  ModernDocs,  // newest: same, docs.pytorch.org link
 };
 
 constexpr bool operator>=(Version a, Version b) { return static_cast<int>(a) >= static_cast<int>(b); }
@@ -65,8 +65,8 @@ constexpr bool has_pinned_options(Version v) { return v >= Version::V2_4; }
 constexpr bool has_graph_capture_reuse_option(Version v) { return v >= Version::V2_8; }
 
 constexpr OomStyle oom_style(Version v) {
-  return v < Version::V2_1 ? OomStyle::Legacy
-         : v < Version::V2_4 ? OomStyle::Capacty
+  return v < Version::V2_1     ? OomStyle::Legacy
+         : v < Version::V2_4   ? OomStyle::Capacty
          : v < Version::Newest ? OomStyle::Modern
                                : OomStyle::ModernDocs;
 }

@@ -21,7 +21,7 @@
 
 namespace fraglab::tlsf {
 
-inline constexpr unsigned kMaxSlBits = 6;    // second-level bitmap fits one 64-bit word
+inline constexpr unsigned kMaxSlBits = 6;     // second-level bitmap fits one 64-bit word
 inline constexpr unsigned kFirstLevels = 64;  // fl of any 64-bit size
 
 struct SizeClass {

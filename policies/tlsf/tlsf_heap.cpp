@@ -138,8 +138,10 @@ void TlsfHeap::remove_free(Index index) {
   BlockRecord& b = blocks_[index];
   const SizeClass c = class_of(b.size, sl_bits_);
   Index& head = heads_[list_of(c)];
-  if (b.prev_free != kNil) blocks_[b.prev_free].next_free = b.next_free;
-  else head = b.next_free;
+  if (b.prev_free != kNil)
+    blocks_[b.prev_free].next_free = b.next_free;
+  else
+    head = b.next_free;
   if (b.next_free != kNil) blocks_[b.next_free].prev_free = b.prev_free;
   b.prev_free = b.next_free = kNil;
   if (head == kNil) {

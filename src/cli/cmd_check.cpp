@@ -51,25 +51,25 @@ int cmd_check(int argc, char** argv) {
   std::string trace_path, baseline_path, results_path, device_spec, json_path, junit_path, start_option;
   std::vector<std::string> specs, max_regress, max, ignored;
   int device_index = -1;
-  options.add_options()
-      ("trace", po::value(&trace_path), "trace to replay (not needed with --results)")
-      ("baseline,b", po::value(&baseline_path)->required(), "baseline results JSON (as written by fraglab replay --json)")
-      ("policy,p", po::value(&specs)->composing(), "policy spec to replay, repeatable (default: the baseline's runs)")
-      ("results", po::value(&results_path), "compare this results JSON instead of replaying a trace")
-      ("max-regress", po::value(&max_regress)->composing(),
-       "METRIC=N% or METRIC=AMOUNT: the most METRIC may get worse than the baseline, e.g. peak_reserved=2%, "
-       "peak_reserved=256MiB, fragmentation_at_peak=0.01 (repeatable)")
-      ("max", po::value(&max)->composing(), "METRIC=VALUE: a ceiling on the value itself, e.g. num_alloc_retries=0")
-      ("ignore", po::value(&ignored)->composing(), "METRIC: report but do not gate (drops its default limit)")
-      ("device", po::value(&device_spec), "device (default: the baseline's)")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("update-baseline", "write the results to --baseline FILE instead of comparing")
-      ("allow-trace-change", "compare even when the trace is not the one the baseline was recorded from")
-      ("json", po::value(&json_path), "also write the outcome as JSON to FILE (- for stdout)")
-      ("junit", po::value(&junit_path), "also write the outcome as JUnit XML to FILE (- for stdout)")
-      ("start-state", po::value(&start_option),
-       "recorded|cold|auto: where replays of a trace that begins mid-run start (default: the baseline's "
-       "start_state, else auto; see fraglab replay --help)");
+  options.add_options()("trace", po::value(&trace_path), "trace to replay (not needed with --results)")(
+      "baseline,b", po::value(&baseline_path)->required(),
+      "baseline results JSON (as written by fraglab replay --json)")(
+      "policy,p", po::value(&specs)->composing(), "policy spec to replay, repeatable (default: the baseline's runs)")(
+      "results", po::value(&results_path), "compare this results JSON instead of replaying a trace")(
+      "max-regress", po::value(&max_regress)->composing(),
+      "METRIC=N% or METRIC=AMOUNT: the most METRIC may get worse than the baseline, e.g. peak_reserved=2%, "
+      "peak_reserved=256MiB, fragmentation_at_peak=0.01 (repeatable)")(
+      "max", po::value(&max)->composing(), "METRIC=VALUE: a ceiling on the value itself, e.g. num_alloc_retries=0")(
+      "ignore", po::value(&ignored)->composing(), "METRIC: report but do not gate (drops its default limit)")(
+      "device", po::value(&device_spec), "device (default: the baseline's)")(
+      "device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")(
+      "update-baseline", "write the results to --baseline FILE instead of comparing")(
+      "allow-trace-change", "compare even when the trace is not the one the baseline was recorded from")(
+      "json", po::value(&json_path), "also write the outcome as JSON to FILE (- for stdout)")(
+      "junit", po::value(&junit_path), "also write the outcome as JUnit XML to FILE (- for stdout)")(
+      "start-state", po::value(&start_option),
+      "recorded|cold|auto: where replays of a trace that begins mid-run start (default: the baseline's "
+      "start_state, else auto; see fraglab replay --help)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -111,7 +111,8 @@ int cmd_check(int argc, char** argv) {
     if (specs.empty() && have_baseline && baseline.contains("runs")) {
       for (const auto& run : baseline["runs"]) specs.push_back(run.value("policy", ""));
     }
-    if (specs.empty()) throw InputError(fmt::format("{}: no baseline runs to repeat; name policies with -p", baseline_path));
+    if (specs.empty())
+      throw InputError(fmt::format("{}: no baseline runs to repeat; name policies with -p", baseline_path));
     // The device: --device, else the baseline's, else what replay would choose (device_choice.hpp).
     const bool from_baseline = device_spec.empty() && have_baseline;
     if (from_baseline) device_spec = baseline_device(baseline);

@@ -16,20 +16,21 @@ int cmd_compare(int argc, char** argv) {
   std::string trace_path, device_spec, json_path, start_option;
   std::vector<std::string> specs;
   int device_index = -1;
-  options.add_options()
-      ("trace", po::value(&trace_path)->required(), "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")
-      ("policy,p", po::value(&specs)->composing(),
-       "policy spec NAME[:OPTIONS], repeatable (default: every policy at its defaults, plus "
-       "pytorch:expandable_segments:True)")
-      ("device", po::value(&device_spec),
-       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default: reserved + device_free "
-       "at the trace's recorded oom, else 80GiB)")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("json", po::value(&json_path), "write the results JSON (with lower_bound_bytes and overheads) to FILE (- for stdout)")
-      ("stats", "add each policy's detailed statistics to the JSON")
-      ("check-invariants", "check every replay with the invariant checker; exit 1 on a violation")
-      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)
-      ("no-timing", "leave out the replay-time column (for byte-identical output)");
+  options.add_options()("trace", po::value(&trace_path)->required(),
+                        "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")(
+      "policy,p", po::value(&specs)->composing(),
+      "policy spec NAME[:OPTIONS], repeatable (default: every policy at its defaults, plus "
+      "pytorch:expandable_segments:True)")(
+      "device", po::value(&device_spec),
+      "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default: reserved + device_free "
+      "at the trace's recorded oom, else 80GiB)")("device-index", po::value(&device_index),
+                                                  "snapshot device to read (multi-GPU snapshots)")(
+      "json", po::value(&json_path),
+      "write the results JSON (with lower_bound_bytes and overheads) to FILE (- for stdout)")(
+      "stats", "add each policy's detailed statistics to the JSON")(
+      "check-invariants", "check every replay with the invariant checker; exit 1 on a violation")(
+      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
+      "no-timing", "leave out the replay-time column (for byte-identical output)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -56,7 +57,8 @@ int cmd_compare(int argc, char** argv) {
   }
   // On a recorded run, what the job did is a row of its own: the baseline to compare against.
   if (const std::optional<std::string> recorded = recorded_spec(trace)) {
-    const bool listed = std::any_of(specs.begin(), specs.end(), [&](const std::string& s) { return same_policy(s, *recorded); });
+    const bool listed =
+        std::any_of(specs.begin(), specs.end(), [&](const std::string& s) { return same_policy(s, *recorded); });
     if (!listed) specs.push_back(*recorded);
   }
   const DeviceChoice device = choose_device(device_option, trace);
@@ -81,7 +83,8 @@ int cmd_compare(int argc, char** argv) {
     ReportOptions table;
     table.include_timing = vm.count("no-timing") == 0;
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
-                             summary.allocs, describe_choice(device), start_state_header(trace, settings.replay.start_state));
+                             summary.allocs, describe_choice(device),
+                             start_state_header(trace, settings.replay.start_state));
     std::cout << compare_table(summary, runs, table);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {

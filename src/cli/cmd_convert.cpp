@@ -11,11 +11,11 @@ int cmd_convert(int argc, char** argv) {
   po::options_description options("options");
   std::string trace_path, out_path;
   int device_index = -1;
-  options.add_options()
-      ("trace", po::value(&trace_path)->required(), "input: a PyTorch snapshot pickle or fraglab JSONL")
-      ("output,o", po::value(&out_path)->required(), "output JSONL file (.gz to compress, - for stdout)")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)");
+  options.add_options()("trace", po::value(&trace_path)->required(),
+                        "input: a PyTorch snapshot pickle or fraglab JSONL")(
+      "output,o", po::value(&out_path)->required(), "output JSONL file (.gz to compress, - for stdout)")(
+      "device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")(
+      "overwrite", "replace an existing output file (without it, an existing non-empty file is an error)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;

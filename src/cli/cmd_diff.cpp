@@ -17,14 +17,14 @@ int cmd_diff(int argc, char** argv) {
   std::vector<std::string> paths;
   std::string spec, device_spec, json_path, start_option;
   int device_index = -1;
-  options.add_options()
-      ("traces", po::value(&paths)->required()->multitoken(), "the two traces: A (before) and B (after)")
-      ("policy,p", po::value(&spec)->default_value("pytorch"), "policy spec both traces are replayed under")
-      ("device", po::value(&device_spec),
-       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default 80GiB)")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("json", po::value(&json_path), "write the comparison as JSON to FILE (- for stdout)")
-      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp);
+  options.add_options()("traces", po::value(&paths)->required()->multitoken(),
+                        "the two traces: A (before) and B (after)")(
+      "policy,p", po::value(&spec)->default_value("pytorch"), "policy spec both traces are replayed under")(
+      "device", po::value(&device_spec),
+      "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default 80GiB)")(
+      "device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")(
+      "json", po::value(&json_path), "write the comparison as JSON to FILE (- for stdout)")(
+      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp);
   po::positional_options_description positional;
   positional.add("traces", 2);
   po::variables_map vm;
@@ -47,8 +47,10 @@ int cmd_diff(int argc, char** argv) {
   ReplayOptions replay;
   const StartState start_a = choose_start_state(start_option, a, {spec});
   const StartState start_b = choose_start_state(start_option, b, {spec});
-  replay.start_state = start_a == StartState::Cold || start_b == StartState::Cold ? StartState::Cold : StartState::Recorded;
-  TraceDiff diff = diff_traces(a, b, spec, [&device] { return make_device(device.spec); }, replay);
+  replay.start_state =
+      start_a == StartState::Cold || start_b == StartState::Cold ? StartState::Cold : StartState::Recorded;
+  TraceDiff diff = diff_traces(
+      a, b, spec, [&device] { return make_device(device.spec); }, replay);
   diff.device = describe_choice(device);
   std::cerr << fmt::format("diff: {} and {} replayed under {} from the {} start state\n", a.name, b.name, spec,
                            start_state_name(replay.start_state));

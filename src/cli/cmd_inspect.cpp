@@ -69,16 +69,20 @@ nlohmann::json inspect_json(const Trace& trace, const TraceSummary& s, const std
   for (const InitialAllocation& a : trace.initial.allocations) live_requested += a.requested;
   nlohmann::json segments = nlohmann::json::array();
   for (const InitialSegment& seg : trace.initial.segments) {
-    segments.push_back({{"addr", seg.addr}, {"size", seg.size}, {"stream", seg.stream},
-                        {"pool", seg.small_pool ? "small" : "large"}, {"expandable", seg.expandable}});
+    segments.push_back({{"addr", seg.addr},
+                        {"size", seg.size},
+                        {"stream", seg.stream},
+                        {"pool", seg.small_pool ? "small" : "large"},
+                        {"expandable", seg.expandable}});
   }
   nlohmann::json allocations = nlohmann::json::array();
   for (const InitialAllocation& a : trace.initial.allocations) {
-    nlohmann::json entry = {{"id", a.id},         {"addr", a.addr},          {"size", a.requested},
-                            {"block_size", a.block_size}, {"stream", a.stream}, {"free_requested", a.free_requested}};
+    nlohmann::json entry = {{"id", a.id},          {"addr", a.addr},
+                            {"size", a.requested}, {"block_size", a.block_size},
+                            {"stream", a.stream},  {"free_requested", a.free_requested}};
     if (auto it = blocks.find(a.id); a.block_size == 0 && it != blocks.end()) {
       const StartBlock& b = it->second;
-      entry["block_interval"] = {{"min_size", b.min_size}, {"max_size", b.max_size}, {"assumed", b.chosen},
+      entry["block_interval"] = {{"min_size", b.min_size},       {"max_size", b.max_size}, {"assumed", b.chosen},
                                  {"determined", b.determined()}, {"evidence", b.evidence}, {"error", b.error}};
     }
     allocations.push_back(std::move(entry));
@@ -98,11 +102,11 @@ int cmd_inspect(int argc, char** argv) {
   po::options_description options("options");
   std::string trace_path, json_path;
   int device_index = -1;
-  options.add_options()
-      ("trace", po::value(&trace_path)->required(), "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("json", po::value(&json_path), "write the description as JSON to FILE (- for stdout)")
-      ("initial-state", "list every segment and live allocation of the initial state");
+  options.add_options()("trace", po::value(&trace_path)->required(),
+                        "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")(
+      "device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")(
+      "json", po::value(&json_path), "write the description as JSON to FILE (- for stdout)")(
+      "initial-state", "list every segment and live allocation of the initial state");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -113,8 +117,8 @@ int cmd_inspect(int argc, char** argv) {
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary s = summarize(trace);
-  const std::map<AllocId, StartBlock> blocks = vm.count("initial-state") ? start_blocks(trace)
-                                                                         : std::map<AllocId, StartBlock>{};
+  const std::map<AllocId, StartBlock> blocks =
+      vm.count("initial-state") ? start_blocks(trace) : std::map<AllocId, StartBlock>{};
   const nlohmann::json j = inspect_json(trace, s, blocks);
   if (!json_path.empty()) write_output(json_path, j.dump(2) + "\n");
   if (json_path == "-") return 0;
@@ -128,7 +132,8 @@ int cmd_inspect(int argc, char** argv) {
   for (const auto& [op, count] : j["ops"].items()) std::cout << ' ' << op << '=' << count.get<std::uint64_t>();
   std::cout << fmt::format("\nstreams      {}\n", s.streams);
   for (const auto& st : j["streams"]) {
-    std::cout << fmt::format("  stream {:<20} {} allocs\n", st["stream"].get<StreamId>(), st["allocs"].get<std::uint64_t>());
+    std::cout << fmt::format("  stream {:<20} {} allocs\n", st["stream"].get<StreamId>(),
+                             st["allocs"].get<std::uint64_t>());
   }
   std::cout << fmt::format("peak requested {} ({} bytes)\nlargest request {}\n", format_bytes(s.peak_requested),
                            s.peak_requested, format_bytes(s.max_request));
@@ -154,9 +159,9 @@ int cmd_inspect(int argc, char** argv) {
       std::string block = fmt::format("{}", a.block_size);
       if (auto it = blocks.find(a.id); a.block_size == 0 && it != blocks.end()) {
         const StartBlock& b = it->second;
-        block = b.determined() ? fmt::format("{} (not recorded", b.chosen)
-                               : fmt::format("{}..{} (not recorded, undetermined: {} assumed", b.min_size,
-                                             b.max_size, b.chosen);
+        block = b.determined()
+                    ? fmt::format("{} (not recorded", b.chosen)
+                    : fmt::format("{}..{} (not recorded, undetermined: {} assumed", b.min_size, b.max_size, b.chosen);
         if (!b.evidence.empty()) block += "; " + b.evidence;
         block += ")";
         if (!b.error.empty()) block += " error: " + b.error;

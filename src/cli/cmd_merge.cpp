@@ -22,12 +22,12 @@ int cmd_merge(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string output;
   std::size_t top = 25;
-  options.add_options()
-      ("input", po::value(&inputs)->required()->multitoken(), "results files written by fraglab sweep -o")
-      ("output,o", po::value(&output)->required(), "merged results: OUT.csv, OUT.jsonl, or - for CSV on stdout")
-      ("top", po::value(&top), "rows of the summary table per trace (0 = all; default 25)")
-      ("no-report", "do not print the summary")
-      ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)");
+  options.add_options()("input", po::value(&inputs)->required()->multitoken(),
+                        "results files written by fraglab sweep -o")(
+      "output,o", po::value(&output)->required(), "merged results: OUT.csv, OUT.jsonl, or - for CSV on stdout")(
+      "top", po::value(&top), "rows of the summary table per trace (0 = all; default 25)")("no-report",
+                                                                                           "do not print the summary")(
+      "overwrite", "replace an existing output file (without it, an existing non-empty file is an error)");
   po::positional_options_description positional;
   positional.add("input", -1);
   po::variables_map vm;
@@ -73,8 +73,8 @@ int cmd_merge(int argc, char** argv) {
       keys_from = path;
       have_keys = true;
     } else if (table.knob_keys != merged.knob_keys) {
-      throw InputError(fmt::format("{}: its swept options differ from those of {} (merge results of one grid)", path,
-                                   keys_from));
+      throw InputError(
+          fmt::format("{}: its swept options differ from those of {} (merge results of one grid)", path, keys_from));
     }
     for (SweepRow& row : table.rows) {
       const std::string key = row_key(row);

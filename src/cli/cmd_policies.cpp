@@ -19,7 +19,8 @@ int cmd_policies(int argc, char** argv) {
     nlohmann::json j = nlohmann::json::array();
     for (const PolicyInfo* p : all) {
       nlohmann::json opts = nlohmann::json::array();
-      for (const PolicyOption& o : p->options) opts.push_back({{"name", o.name}, {"default", o.default_value}, {"help", o.help}});
+      for (const PolicyOption& o : p->options)
+        opts.push_back({{"name", o.name}, {"default", o.default_value}, {"help", o.help}});
       j.push_back({{"name", p->name}, {"summary", p->summary}, {"source", p->source}, {"options", opts}});
     }
     std::cout << j.dump(2) << '\n';

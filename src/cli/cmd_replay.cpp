@@ -21,27 +21,27 @@ int cmd_replay(int argc, char** argv) {
   int device_index = -1;
   std::uint64_t timeline_every = 1;
   double memory_fraction = -1;
-  options.add_options()
-      ("trace", po::value(&trace_path)->required(), "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")
-      ("policy,p", po::value(&specs)->composing(),
-       "policy spec NAME[:OPTIONS], repeatable (default: every policy at its defaults); e.g. "
-       "pytorch:expandable_segments:True,max_split_size_mb:128")
-      ("device", po::value(&device_spec),
-       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default: reserved + device_free "
-       "at the trace's recorded oom, else 80GiB)")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("memory-fraction", po::value(&memory_fraction),
-       "torch.cuda.set_per_process_memory_fraction for pytorch policies (adds per_process_memory_fraction)")
-      ("json", po::value(&json_path), "write the results JSON to FILE (- for stdout)")
-      ("timeline", po::value(&timeline_path), "write a CSV timeline (one row per event) to FILE")
-      ("timeline-every", po::value(&timeline_every), "sample the timeline every N events (segment changes always kept)")
-      ("stats", "print the policy's detailed statistics (torch.cuda.memory_stats() names for pytorch)")
-      ("stop-on-oom", "end a replay at its first out-of-memory")
-      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)
-      ("check-invariants",
-       "check after every event that no live blocks overlap, blocks lie in reserved memory and are at least "
-       "the request, and reserved <= capacity; exit 1 on a violation")
-      ("timing", "add replay time and events/s (not deterministic)");
+  options.add_options()("trace", po::value(&trace_path)->required(),
+                        "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")(
+      "policy,p", po::value(&specs)->composing(),
+      "policy spec NAME[:OPTIONS], repeatable (default: every policy at its defaults); e.g. "
+      "pytorch:expandable_segments:True,max_split_size_mb:128")(
+      "device", po::value(&device_spec),
+      "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default: reserved + device_free "
+      "at the trace's recorded oom, else 80GiB)")("device-index", po::value(&device_index),
+                                                  "snapshot device to read (multi-GPU snapshots)")(
+      "memory-fraction", po::value(&memory_fraction),
+      "torch.cuda.set_per_process_memory_fraction for pytorch policies (adds per_process_memory_fraction)")(
+      "json", po::value(&json_path), "write the results JSON to FILE (- for stdout)")(
+      "timeline", po::value(&timeline_path), "write a CSV timeline (one row per event) to FILE")(
+      "timeline-every", po::value(&timeline_every), "sample the timeline every N events (segment changes always kept)")(
+      "stats", "print the policy's detailed statistics (torch.cuda.memory_stats() names for pytorch)")(
+      "stop-on-oom", "end a replay at its first out-of-memory")(
+      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
+      "check-invariants",
+      "check after every event that no live blocks overlap, blocks lie in reserved memory and are at least "
+      "the request, and reserved <= capacity; exit 1 on a violation")(
+      "timing", "add replay time and events/s (not deterministic)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -105,7 +105,8 @@ int cmd_replay(int argc, char** argv) {
   }
   if (!json_to_stdout) {
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
-                             summary.allocs, describe_choice(device), start_state_header(trace, settings.replay.start_state));
+                             summary.allocs, describe_choice(device),
+                             start_state_header(trace, settings.replay.start_state));
     std::cout << results_table(summary, results, report);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : results) {
@@ -120,9 +121,9 @@ int cmd_replay(int argc, char** argv) {
       }
     }
   }
-  note_assumed_capacity_ooms(device, std::any_of(results.begin(), results.end(),
-                                                 [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }),
-                             std::cerr);
+  note_assumed_capacity_ooms(
+      device, std::any_of(results.begin(), results.end(), [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }),
+      std::cerr);
   return report_invariant_violations(results) ? 1 : 0;
 }
 

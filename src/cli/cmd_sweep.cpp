@@ -17,8 +17,8 @@
 #include <unordered_set>
 
 #include "cli/common.hpp"
-#include "fraglab/policy.hpp"
 #include "cli/device_choice.hpp"
+#include "fraglab/policy.hpp"
 #include "fraglab/sweep.hpp"
 
 namespace fraglab::cli {
@@ -86,9 +86,10 @@ std::vector<Trace> read_traces(const std::vector<std::string>& paths, const Trac
   std::set<std::string> names;
   for (std::size_t i = 0; i < traces.size(); ++i) {
     if (!names.insert(traces[i].name).second) {
-      throw InputError(fmt::format("{}: another trace of this sweep is also named '{}' (runs are keyed by trace "
-                                   "name; rename one, e.g. in its JSONL header)",
-                                   paths[i], traces[i].name));
+      throw InputError(
+          fmt::format("{}: another trace of this sweep is also named '{}' (runs are keyed by trace "
+                      "name; rename one, e.g. in its JSONL header)",
+                      paths[i], traces[i].name));
     }
   }
   return traces;
@@ -104,25 +105,25 @@ int cmd_sweep(int argc, char** argv) {
   long long jobs_arg = 0;  // signed, so that -j -1 is an error rather than 4294967295 threads
   int device_index = -1;
   std::size_t top = 25;
-  options.add_options()
-      ("trace", po::value(&trace_paths)->required()->multitoken(), "trace files (fraglab JSONL or PyTorch snapshots)")
-      ("policy,p", po::value(&base_spec)->default_value("pytorch"), "policy NAME[:fixed options] the grid varies")
-      ("grid,g", po::value(&grid_args)->composing(),
-       "KEY=V1,V2,...: a policy option and its values, repeatable; 'none' leaves the option out (the default); "
-       "list values keep their commas inside brackets: roundup_power2_divisions=4,[256:1,512:2,>:8]")
-      ("jobs,j", po::value(&jobs_arg), "worker threads (default: the number of hardware threads)")
-      ("output,o", po::value(&output), "stream results to FILE.csv or FILE.jsonl, one flushed row per finished run")
-      ("resume", "skip the runs already in the output file and append the rest")
-      ("overwrite", "replace an existing output file (without it, an existing non-empty file is an error)")
-      ("shard", po::value(&shard_text), "run only slice I of N (0 <= I < N) of the runs; join with fraglab merge")
-      ("device", po::value(&device_spec),
-       "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default per trace: reserved + "
-       "device_free at its recorded oom, else 80GiB)")
-      ("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")
-      ("stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")
-      ("start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)
-      ("top", po::value(&top), "rows of the final table per trace (0 = all; default 25)")
-      ("no-progress", "do not show progress on stderr");
+  options.add_options()("trace", po::value(&trace_paths)->required()->multitoken(),
+                        "trace files (fraglab JSONL or PyTorch snapshots)")(
+      "policy,p", po::value(&base_spec)->default_value("pytorch"), "policy NAME[:fixed options] the grid varies")(
+      "grid,g", po::value(&grid_args)->composing(),
+      "KEY=V1,V2,...: a policy option and its values, repeatable; 'none' leaves the option out (the default); "
+      "list values keep their commas inside brackets: roundup_power2_divisions=4,[256:1,512:2,>:8]")(
+      "jobs,j", po::value(&jobs_arg), "worker threads (default: the number of hardware threads)")(
+      "output,o", po::value(&output), "stream results to FILE.csv or FILE.jsonl, one flushed row per finished run")(
+      "resume", "skip the runs already in the output file and append the rest")(
+      "overwrite", "replace an existing output file (without it, an existing non-empty file is an error)")(
+      "shard", po::value(&shard_text), "run only slice I of N (0 <= I < N) of the runs; join with fraglab merge")(
+      "device", po::value(&device_spec),
+      "device: sim[:CAPACITY][,external:BYTES], e.g. sim:80GiB: your GPU's memory (default per trace: reserved + "
+      "device_free at its recorded oom, else 80GiB)")("device-index", po::value(&device_index),
+                                                      "snapshot device to read (multi-GPU snapshots)")(
+      "stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")(
+      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
+      "top", po::value(&top), "rows of the final table per trace (0 = all; default 25)")(
+      "no-progress", "do not show progress on stderr");
   po::positional_options_description positional;
   positional.add("trace", -1);
   po::variables_map vm;
@@ -179,9 +180,10 @@ int cmd_sweep(int argc, char** argv) {
     devices.push_back(choose_device(device_option, trace));
     const DeviceChoice& d = devices.back();
     if (d.source == kSourceRecordedOom) {
-      std::cerr << fmt::format("sweep: {}: device {}: capacity {} from its recorded oom (reserved + device_free); "
-                               "--device overrides it\n",
-                               trace.name, d.spec, format_bytes(d.capacity));
+      std::cerr << fmt::format(
+          "sweep: {}: device {}: capacity {} from its recorded oom (reserved + device_free); "
+          "--device overrides it\n",
+          trace.name, d.spec, format_bytes(d.capacity));
     }
   }
   // Once for the sweep: on an assumed capacity if any trace has one (it is the same for all).
@@ -204,8 +206,8 @@ int cmd_sweep(int argc, char** argv) {
     const std::optional<std::string> recorded = recorded_spec(traces[t]);
     if (!recorded) continue;
     context.recorded_spec = *recorded;
-    const bool in_grid = std::any_of(settings.begin(), settings.end(),
-                                     [&](const Setting& s) { return same_policy(s.spec, *recorded); });
+    const bool in_grid =
+        std::any_of(settings.begin(), settings.end(), [&](const Setting& s) { return same_policy(s.spec, *recorded); });
     if (in_grid) continue;
     const std::string device_of_trace = devices[t].spec;
     std::vector<SweepJob> extra{
@@ -252,8 +254,10 @@ int cmd_sweep(int argc, char** argv) {
       if (!shard.contains(t * settings.size() + s)) continue;
       ++in_shard;
       const auto it = done.find(row_key(traces[t].name, devices[t].spec, settings[s].spec));
-      if (it == done.end()) pending.push_back({t, s});
-      else rows.push_back(*it->second);
+      if (it == done.end())
+        pending.push_back({t, s});
+      else
+        rows.push_back(*it->second);
     }
   }
   std::cerr << fmt::format("sweep: {} trace{} x {} setting{} = {} runs", traces.size(), traces.size() == 1 ? "" : "s",
@@ -267,13 +271,14 @@ int cmd_sweep(int argc, char** argv) {
   jobs.reserve(pending.size());
   for (const Pending& p : pending) {
     const std::string spec = devices[p.trace].spec;
-    jobs.push_back({&traces[p.trace], settings[p.setting].spec, start_states[p.trace], [spec] { return make_device(spec); }});
+    jobs.push_back(
+        {&traces[p.trace], settings[p.setting].spec, start_states[p.trace], [spec] { return make_device(spec); }});
   }
   ProgressPrinter progress(jobs.size(), vm.count("no-progress") == 0);
   std::size_t finished = 0;
   run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
-    rows.push_back(make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec,
-                            settings[pending[i].setting], result));
+    rows.push_back(
+        make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec, settings[pending[i].setting], result));
     if (stream) stream->append(rows.back());
     progress.update(++finished);
   });
@@ -295,9 +300,10 @@ int cmd_sweep(int argc, char** argv) {
   if (!output.empty()) std::cout << fmt::format("\nresults: {} ({} runs)\n", output, rows.size());
   if (shard.count > 1 && !rows.empty()) {
     // A shard's best is the best of part of the grid: say so where it is printed.
-    std::cout << fmt::format("\nnote: shard {}/{}: the best above is of this shard's runs only; fraglab merge "
-                             "checks that all {} shards are there and names the grid's best\n",
-                             shard.index, shard.count, shard.count);
+    std::cout << fmt::format(
+        "\nnote: shard {}/{}: the best above is of this shard's runs only; fraglab merge "
+        "checks that all {} shards are there and names the grid's best\n",
+        shard.index, shard.count, shard.count);
   }
   return 0;
 }

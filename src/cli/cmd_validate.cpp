@@ -14,16 +14,16 @@ int cmd_validate(int argc, char** argv) {
   std::string trace_path, json_path, capacity, available, version;
   int device_index = -1;
   ValidateOptions vo;
-  options.add_options()
-      ("trace", po::value(&trace_path)->required(), "a PyTorch snapshot pickle (or a JSONL trace with observed events)")
-      ("device-index", po::value(&device_index), "snapshot device to validate (multi-GPU snapshots)")
-      ("json", po::value(&json_path), "write the report as JSON to FILE (- for stdout)")
-      ("policy,p", po::value(&vo.policy_spec), "policy spec (default: pytorch with the snapshot's allocator settings)")
-      ("pytorch-version", po::value(&version), "PyTorch release whose behaviour to emulate, e.g. 2.1 (default newest)")
-      ("capacity", po::value(&capacity), "the GPU's total memory, e.g. 80GiB (memory fraction, GC limit)")
-      ("available", po::value(&available),
-       "memory the allocator could obtain (default: the recorded peak reserved, or reserved + device_free at an oom)")
-      ("context", po::value(&vo.context_events)->default_value(4), "events shown around the first divergence");
+  options.add_options()("trace", po::value(&trace_path)->required(),
+                        "a PyTorch snapshot pickle (or a JSONL trace with observed events)")(
+      "device-index", po::value(&device_index), "snapshot device to validate (multi-GPU snapshots)")(
+      "json", po::value(&json_path), "write the report as JSON to FILE (- for stdout)")(
+      "policy,p", po::value(&vo.policy_spec), "policy spec (default: pytorch with the snapshot's allocator settings)")(
+      "pytorch-version", po::value(&version), "PyTorch release whose behaviour to emulate, e.g. 2.1 (default newest)")(
+      "capacity", po::value(&capacity), "the GPU's total memory, e.g. 80GiB (memory fraction, GC limit)")(
+      "available", po::value(&available),
+      "memory the allocator could obtain (default: the recorded peak reserved, or reserved + device_free at an oom)")(
+      "context", po::value(&vo.context_events)->default_value(4), "events shown around the first divergence");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;

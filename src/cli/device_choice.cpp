@@ -80,18 +80,20 @@ void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::st
     if (!choice.assumed()) continue;
     for (const std::string& option : acting) {
       if (!warned.insert(option).second) continue;
-      err << fmt::format("warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
-                         "sim:<your GPU's memory> (assumed {})\n",
-                         option, format_bytes(choice.capacity));
+      err << fmt::format(
+          "warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
+          "sim:<your GPU's memory> (assumed {})\n",
+          option, format_bytes(choice.capacity));
     }
   }
 }
 
 void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom, std::ostream& err) {
   if (!choice.assumed() || !any_oom) return;
-  err << fmt::format("note: the out-of-memory errors depend on the device's capacity, and none was given (assumed "
-                     "{}): pass --device sim:<your GPU's memory>\n",
-                     format_bytes(choice.capacity));
+  err << fmt::format(
+      "note: the out-of-memory errors depend on the device's capacity, and none was given (assumed "
+      "{}): pass --device sim:<your GPU's memory>\n",
+      format_bytes(choice.capacity));
 }
 
 }  // namespace fraglab::cli

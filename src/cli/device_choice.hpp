@@ -18,11 +18,11 @@ inline constexpr const char* kSourceRecordedOom = "recorded oom";
 inline constexpr const char* kSourceDefault = "default";
 
 struct DeviceChoice {
-  std::string spec;     // what make_device builds: the --device text, "sim:<N>B", or "sim"
-  std::string label;    // what the user sees as the device: the --device text, else "sim"
+  std::string spec;   // what make_device builds: the --device text, "sim:<N>B", or "sim"
+  std::string label;  // what the user sees as the device: the --device text, else "sim"
   Bytes capacity = 0;
   Bytes external = 0;
-  std::string source;   // kSourceOption, kSourceRecordedOom or kSourceDefault
+  std::string source;  // kSourceOption, kSourceRecordedOom or kSourceDefault
   bool assumed() const { return source == kSourceDefault; }
 };
 

@@ -36,8 +36,8 @@ std::vector<std::string> default_policy_specs(const Trace& trace, std::vector<st
   std::vector<std::string> specs;
   for (const PolicyInfo* info : PolicyRegistry::instance().all()) {
     if (info->needs_tags && !tagged) {
-      skipped.push_back(fmt::format("{}: left out: it packs tagged tensors and trace '{}' has no tags", info->name,
-                                    trace.name));
+      skipped.push_back(
+          fmt::format("{}: left out: it packs tagged tensors and trace '{}' has no tags", info->name, trace.name));
       continue;
     }
     specs.push_back(info->name);

@@ -22,16 +22,14 @@
 namespace fraglab {
 namespace {
 
-constexpr Bytes align_up(Bytes value, Bytes alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
+constexpr Bytes align_up(Bytes value, Bytes alignment) { return (value + alignment - 1) / alignment * alignment; }
 
 }  // namespace
 
 SimDevice::SimDevice(SimDeviceConfig config) : config_(config) {
   if (config_.external > config_.capacity) {
-    throw InputError(fmt::format("device: external bytes ({}) exceed the capacity ({})",
-                                 config_.external, config_.capacity));
+    throw InputError(
+        fmt::format("device: external bytes ({}) exceed the capacity ({})", config_.external, config_.capacity));
   }
 }
 
@@ -125,8 +123,7 @@ void SimDevice::do_release_range(Addr addr) {
   ranges_.erase(it);
 }
 
-const std::pair<const Addr, SimDevice::Range>* SimDevice::containing_vmm_range(Addr addr,
-                                                                               Bytes size) const {
+const std::pair<const Addr, SimDevice::Range>* SimDevice::containing_vmm_range(Addr addr, Bytes size) const {
   auto next = ranges_.upper_bound(addr);
   if (next == ranges_.begin()) return nullptr;
   auto range = std::prev(next);
@@ -137,8 +134,7 @@ const std::pair<const Addr, SimDevice::Range>* SimDevice::containing_vmm_range(A
 bool SimDevice::do_map(Addr addr, Bytes size) {
   if (size == 0 || size % kPage != 0 || containing_vmm_range(addr, size) == nullptr) {
     throw std::logic_error(
-        fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range",
-                    size, addr));
+        fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
   }
   if (overlaps_mapping(addr, size)) {
     throw std::logic_error(fmt::format("sim device: map at 0x{:x} overlaps mapped pages", addr));
@@ -172,8 +168,7 @@ void SimDevice::do_unmap(Addr addr, Bytes size) {
   }
   auto run = std::prev(next);
   if (aliased(addr, size)) {
-    throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x} while an alias maps them",
-                                       size, addr));
+    throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x} while an alias maps them", size, addr));
   }
   const Addr run_start = run->first;
   const Bytes run_size = run->second;
@@ -206,13 +201,13 @@ bool SimDevice::aliased(Addr addr, Bytes size) const {
 
 void SimDevice::do_map_alias(Addr addr, Bytes size, Addr source) {
   if (size == 0 || size % kPage != 0 || containing_vmm_range(addr, size) == nullptr) {
-    throw std::logic_error(fmt::format(
-        "sim device: alias of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
+    throw std::logic_error(
+        fmt::format("sim device: alias of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
   }
   auto run = mapped_pages_.upper_bound(source);
   if (run == mapped_pages_.begin() || std::prev(run)->first + std::prev(run)->second < source + size) {
-    throw std::logic_error(fmt::format("sim device: alias of 0x{:x}: source 0x{:x} (+{}) is not mapped", addr,
-                                       source, size));
+    throw std::logic_error(
+        fmt::format("sim device: alias of 0x{:x}: source 0x{:x} (+{}) is not mapped", addr, source, size));
   }
   if (overlaps_mapping(addr, size)) {
     throw std::logic_error(fmt::format("sim device: alias at 0x{:x} overlaps mapped pages", addr));
@@ -254,8 +249,7 @@ bool SimDevice::is_backed(Addr addr, Bytes size) const {
 
 Bytes parse_byte_size(std::string_view text, std::string_view what) {
   auto fail = [&]() -> Bytes {
-    throw InputError(fmt::format("{}: '{}' is not a byte size (expected e.g. 80GiB, 512MiB, 1.5GB, 4096)",
-                                 what, text));
+    throw InputError(fmt::format("{}: '{}' is not a byte size (expected e.g. 80GiB, 512MiB, 1.5GB, 4096)", what, text));
   };
   if (text.empty()) return fail();
   double number = 0;
@@ -266,16 +260,26 @@ Bytes parse_byte_size(std::string_view text, std::string_view what) {
   std::string unit(ptr, end);
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kib" || unit == "k") scale = 1024.0;
-  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
-  else return fail();
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "kib" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
+  else
+    return fail();
   const double bytes = number * scale;
   if (bytes >= 1.8e19) return fail();
   return static_cast<Bytes>(std::llround(bytes));
@@ -294,9 +298,10 @@ Bytes device_byte_size(std::string_view spec, std::string_view key, std::string_
   auto fail = [&](std::string_view why) -> Bytes {
     const std::string n = numeric ? std::string(value.substr(0, value.size() - unit.size())) : std::string("40");
     const double x = numeric ? number : 40.0;
-    throw InputError(fmt::format("--device '{}': {} '{}' {}; accepted forms: {}GiB, {}GB, {:.0f}B "
-                                 "(units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; K, M, G, T are KiB..TiB)",
-                                 spec, key, value, why, n, n, x * static_cast<double>(GiB)));
+    throw InputError(
+        fmt::format("--device '{}': {} '{}' {}; accepted forms: {}GiB, {}GB, {:.0f}B "
+                    "(units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; K, M, G, T are KiB..TiB)",
+                    spec, key, value, why, n, n, x * static_cast<double>(GiB)));
   };
   if (numeric && unit.empty() && number != 0) return fail("has no unit");
   try {
@@ -323,9 +328,10 @@ bool names_capacity(std::string_view spec) {
 SimDeviceConfig parse_sim_device(std::string_view spec) {
   SimDeviceConfig config;
   auto bad = [&](std::string_view why) {
-    throw InputError(fmt::format("--device '{}': {} (expected sim[:CAPACITY][,external:BYTES], "
-                                 "e.g. sim:40GiB,external:1GiB)",
-                                 spec, why));
+    throw InputError(
+        fmt::format("--device '{}': {} (expected sim[:CAPACITY][,external:BYTES], "
+                    "e.g. sim:40GiB,external:1GiB)",
+                    spec, why));
   };
   if (spec.substr(0, 3) != "sim" || (spec.size() > 3 && spec[3] != ':')) bad("unknown device kind");
   std::string_view rest = spec.size() > 4 ? spec.substr(4) : std::string_view{};
@@ -336,7 +342,8 @@ SimDeviceConfig parse_sim_device(std::string_view spec) {
     const size_t colon = item.find(':');
     std::string_view key = colon == std::string_view::npos ? std::string_view{"capacity"} : item.substr(0, colon);
     std::string_view value = colon == std::string_view::npos ? item : item.substr(colon + 1);
-    if (key != "capacity" && key != "external") bad(fmt::format("unknown key '{}' (accepted: capacity, external)", key));
+    if (key != "capacity" && key != "external")
+      bad(fmt::format("unknown key '{}' (accepted: capacity, external)", key));
     const Bytes bytes = device_byte_size(spec, key, value);
     (key == "capacity" ? config.capacity : config.external) = bytes;
   }

@@ -92,8 +92,8 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
     if (it != address_of_.end()) by_address_[it->second].free_requested = true;
   }
   // empty_cache synchronises too (release_cached_blocks runs synchronize_and_free_events, cca-spec §5.3).
-  const bool flushed = e.op == Op::EmptyCache ||
-                       (policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_);
+  const bool flushed =
+      e.op == Op::EmptyCache || (policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_);
   if (flushed) {
     // The flush synchronised every stream: blocks awaiting free completion are free from now on.
     for (auto it = by_address_.begin(); it != by_address_.end();) {
@@ -109,14 +109,13 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
     const Live* under = overlapping(r.addr, r.size);
     if (under == nullptr) continue;
     static constexpr const char* kNames[] = {"malloc", "free", "map", "unmap", "alias map", "alias unmap"};
-    violation(fmt::format("device {} of [0x{:x}, +{}) under live block id={} {}",
-                          kNames[static_cast<int>(r.call)], r.addr, r.size, under->id, block_text(under->block)));
+    violation(fmt::format("device {} of [0x{:x}, +{}) under live block id={} {}", kNames[static_cast<int>(r.call)],
+                          r.addr, r.size, under->id, block_text(under->block)));
   }
   pending_releases_.clear();
   if (e.op == Op::Alloc && p.block != nullptr) add_block(e.id, *p.block, e.size, false);
   if (p.reserved > device_.capacity()) {
-    violation(fmt::format("reserved {} bytes exceeds the device capacity {}", p.reserved,
-                          device_.capacity()));
+    violation(fmt::format("reserved {} bytes exceeds the device capacity {}", p.reserved, device_.capacity()));
   }
   if (policy_ != nullptr) retries_seen_ = policy_->counters().num_alloc_retries;
 }

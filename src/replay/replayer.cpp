@@ -44,8 +44,10 @@ class LiveTable {
     return it == sparse_.end() ? nullptr : &it->second;
   }
   void erase(AllocId id) {
-    if (dense_) slots_[id] = LiveAllocation{};
-    else sparse_.erase(id);
+    if (dense_)
+      slots_[id] = LiveAllocation{};
+    else
+      sparse_.erase(id);
   }
 
  private:
@@ -140,8 +142,10 @@ ReplayResult Replayer::run(std::string policy_spec) {
         if (e.op == Op::FreeRequested) {
           policy_.free_requested(slot->block);
         } else {
-          if (e.op == Op::Free) policy_.free(slot->block);
-          else policy_.free_completed(slot->block);
+          if (e.op == Op::Free)
+            policy_.free(slot->block);
+          else
+            policy_.free_completed(slot->block);
           requested -= slot->block.requested;
           live.erase(e.id);
         }
@@ -187,7 +191,8 @@ ReplayResult Replayer::run(std::string policy_spec) {
   m.peak_reserved = device_.peak_reserved();
   m.reserved_at_end = device_.reserved();
   m.fragmentation_at_peak =
-      best_reserved == 0 ? 0.0 : 1.0 - static_cast<double>(m.allocated_at_peak_reserved) / static_cast<double>(best_reserved);
+      best_reserved == 0 ? 0.0
+                         : 1.0 - static_cast<double>(m.allocated_at_peak_reserved) / static_cast<double>(best_reserved);
   m.peak_utilization =
       m.peak_reserved == 0 ? 0.0 : static_cast<double>(m.peak_allocated) / static_cast<double>(m.peak_reserved);
   const PolicyCounters counters = policy_.counters();

@@ -47,9 +47,8 @@ std::string canonical_spec(std::string_view spec) {
   std::sort(kept.begin(), kept.end(), [](const OptionItem& a, const OptionItem& b) { return a.key < b.key; });
   std::string out(name);
   for (std::size_t i = 0; i < kept.size(); ++i) {
-    const std::string value = lower(kept[i].value) == "true" || lower(kept[i].value) == "false"
-                                  ? lower(kept[i].value)
-                                  : kept[i].value;
+    const std::string value =
+        lower(kept[i].value) == "true" || lower(kept[i].value) == "false" ? lower(kept[i].value) : kept[i].value;
     out += fmt::format("{}{}:{}", i == 0 ? ":" : ",", kept[i].key, value);
   }
   return out;

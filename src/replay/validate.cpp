@@ -90,7 +90,7 @@ PreparedRun prepare(const Trace& input, Bytes available, bool gc_configured,
         (i == 0 || events[i - 1].op != Op::EmptyCache)) {
       std::uint64_t end = i;
       while (end < events.size() && is_release(events[end].op)) ++end;
-      bool flush_in_malloc = false;  // a retry, or the flush before an OOM
+      bool flush_in_malloc = false;    // a retry, or the flush before an OOM
       bool collect_in_malloc = false;  // garbage collection before a new segment
       if (end < events.size()) {
         const Event& next = events[end];
@@ -229,7 +229,7 @@ struct Attempt {
   PreparedRun run;
   std::unique_ptr<SimDevice> device;
   std::unique_ptr<Policy> policy;
-  std::vector<Divergence> divergences;  // the first of each category
+  std::vector<Divergence> divergences;                  // the first of each category
   std::optional<SegmentAction> first_segment_recorded;  // the recorded side of a segment divergence
   std::vector<std::optional<Addr>> simulated_addrs;     // per prepared event: the block handed out
   ValidationReport counts;
@@ -522,8 +522,9 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   }
   report.exact = divergences.empty();
   if (!divergences.empty()) {
-    Divergence first = *std::min_element(divergences.begin(), divergences.end(),
-                                         [](const Divergence& a, const Divergence& b) { return a.event_index < b.event_index; });
+    Divergence first =
+        *std::min_element(divergences.begin(), divergences.end(),
+                          [](const Divergence& a, const Divergence& b) { return a.event_index < b.event_index; });
     const std::uint64_t at = first.event_index;
     const std::uint64_t from = at > options.context_events ? at - options.context_events : 0;
     const std::uint64_t to = std::min<std::uint64_t>(run.trace.events.size(), at + options.context_events + 1);
@@ -580,8 +581,8 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
     report.notes.push_back(fmt::format("{} blocks undetermined by the trace{}", undetermined.size(), list));
   }
   if (report.empty_cache_inferred > 0) {
-    report.notes.push_back(fmt::format("{} empty_cache() calls inferred from bursts of segment frees",
-                                       report.empty_cache_inferred));
+    report.notes.push_back(
+        fmt::format("{} empty_cache() calls inferred from bursts of segment frees", report.empty_cache_inferred));
   }
   return report;
 }
@@ -610,14 +611,23 @@ nlohmann::json validation_json(const ValidationReport& r) {
   };
   nlohmann::json blocks = nlohmann::json::array();
   for (const StartBlock& b : r.undetermined_blocks) {
-    blocks.push_back({{"id", b.id}, {"addr", b.addr}, {"requested", b.requested}, {"min_size", b.min_size},
-                      {"max_size", b.max_size}, {"chosen", b.chosen}, {"evidence", b.evidence}});
+    blocks.push_back({{"id", b.id},
+                      {"addr", b.addr},
+                      {"requested", b.requested},
+                      {"min_size", b.min_size},
+                      {"max_size", b.max_size},
+                      {"chosen", b.chosen},
+                      {"evidence", b.evidence}});
   }
   j["undetermined_blocks"] = std::move(blocks);
   if (r.first_divergence) {
     const Divergence& d = *r.first_divergence;
-    j["first_divergence"] = {{"event_index", d.event_index}, {"category", d.category}, {"recorded", d.recorded},
-                             {"simulated", d.simulated},     {"context", d.context},   {"state", d.state},
+    j["first_divergence"] = {{"event_index", d.event_index},
+                             {"category", d.category},
+                             {"recorded", d.recorded},
+                             {"simulated", d.simulated},
+                             {"context", d.context},
+                             {"state", d.state},
                              {"cause", d.cause.empty() ? "model" : "start state undetermined"},
                              {"cause_detail", d.cause}};
   } else {

@@ -20,8 +20,7 @@ bool same_results(const SweepRow& a, const SweepRow& b) {
   return x.peak_reserved == y.peak_reserved && x.peak_allocated == y.peak_allocated &&
          x.peak_requested == y.peak_requested && x.fragmentation_at_peak == y.fragmentation_at_peak &&
          x.peak_utilization == y.peak_utilization && x.num_alloc_retries == y.num_alloc_retries &&
-         x.num_ooms == y.num_ooms && x.num_device_alloc == y.num_device_alloc &&
-         x.num_device_free == y.num_device_free;
+         x.num_ooms == y.num_ooms && x.num_device_alloc == y.num_device_alloc && x.num_device_free == y.num_device_free;
 }
 
 std::string knob_text(const std::optional<std::string>& value) { return value ? *value : "none"; }
@@ -84,13 +83,15 @@ std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::ve
     for (int reason = 0; reason < 2; ++reason) {
       if (lines[reason].empty()) continue;
       if (reason == 0) {
-        out += fmt::format("note: rows identical because {} acts only with per_process_memory_fraction set (PyTorch "
-                           "collects cached blocks only under a memory fraction)\n",
-                           keys[k]);
+        out += fmt::format(
+            "note: rows identical because {} acts only with per_process_memory_fraction set (PyTorch "
+            "collects cached blocks only under a memory fraction)\n",
+            keys[k]);
       } else {
-        out += fmt::format("note: rows identical because {} has no capacity to act on: none was given, {} was "
-                           "assumed; pass --device sim:<your GPU's memory>\n",
-                           keys[k], format_bytes(*assumed_capacity));
+        out += fmt::format(
+            "note: rows identical because {} has no capacity to act on: none was given, {} was "
+            "assumed; pass --device sim:<your GPU's memory>\n",
+            keys[k], format_bytes(*assumed_capacity));
       }
       if (lines[reason].size() == comparable && comparable > 1) {  // all alike: one line says it
         out += fmt::format("  {}={} with every one of the {} combinations of the other options\n", keys[k],

@@ -28,8 +28,9 @@ std::string show(double value, bool bytes) {
 
 std::string show_change(double baseline, double current, bool bytes) {
   const double delta = current - baseline;
-  std::string out = fmt::format("{}{}", delta < 0 ? "-" : "+",
-                                bytes ? format_bytes(static_cast<Bytes>(std::fabs(delta))) : show(std::fabs(delta), false));
+  std::string out =
+      fmt::format("{}{}", delta < 0 ? "-" : "+",
+                  bytes ? format_bytes(static_cast<Bytes>(std::fabs(delta))) : show(std::fabs(delta), false));
   if (baseline != 0) out += fmt::format(" ({:+.2f}%)", delta / std::fabs(baseline) * 100);
   return out;
 }
@@ -49,8 +50,8 @@ double parse_amount(const std::string& metric, const std::string& value, std::st
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
   if (end != value.c_str() + value.size() || !std::isfinite(v) || v < 0) {
-    throw InputError(fmt::format("{} {}={}: expected a non-negative number (or N% for a relative limit)", flag, metric,
-                                 value));
+    throw InputError(
+        fmt::format("{} {}={}: expected a non-negative number (or N% for a relative limit)", flag, metric, value));
   }
   return v;
 }
@@ -63,9 +64,12 @@ double worsening(const CheckedMetric& m, double baseline, double current) {
 bool breaks(const Limit& limit, const CheckedMetric& m, double baseline, double current) {
   const double worse = worsening(m, baseline, current);
   switch (limit.kind) {
-    case Limit::Kind::RegressBy: return worse > limit.value;
-    case Limit::Kind::RegressByPercent: return worse > std::fabs(baseline) * limit.value / 100.0;
-    case Limit::Kind::AtMost: return current > limit.value;
+    case Limit::Kind::RegressBy:
+      return worse > limit.value;
+    case Limit::Kind::RegressByPercent:
+      return worse > std::fabs(baseline) * limit.value / 100.0;
+    case Limit::Kind::AtMost:
+      return current > limit.value;
   }
   return false;
 }
@@ -79,7 +83,8 @@ std::optional<TraceIdentity> trace_of(const nlohmann::json& doc) {
   if (t.contains("events") && t["events"].is_number_integer() && t["events"] >= 0) {
     id.events = t["events"].get<std::uint64_t>();
   }
-  if (t.contains("request_hash") && t["request_hash"].is_string()) id.request_hash = t["request_hash"].get<std::string>();
+  if (t.contains("request_hash") && t["request_hash"].is_string())
+    id.request_hash = t["request_hash"].get<std::string>();
   return id;
 }
 
@@ -97,13 +102,14 @@ void compare_traces(const nlohmann::json& baseline, const nlohmann::json& curren
           "detected; refresh it with: fraglab check TRACE --baseline FILE --update-baseline");
     }
     if (c.request_hash.empty()) {
-      out.warnings.push_back("the results have no trace identity (written before fraglab kept one), so the trace "
-                             "cannot be compared with the baseline's; rewrite them with fraglab replay --json");
+      out.warnings.push_back(
+          "the results have no trace identity (written before fraglab kept one), so the trace "
+          "cannot be compared with the baseline's; rewrite them with fraglab replay --json");
     }
     // What can still be compared: name and event count.
     if (b.name != c.name || b.events != c.events) {
-      out.notes.push_back(fmt::format("trace: baseline {} ({} events), now {} ({} events)", b.name, b.events, c.name,
-                                      c.events));
+      out.notes.push_back(
+          fmt::format("trace: baseline {} ({} events), now {} ({} events)", b.name, b.events, c.name, c.events));
     }
     return;
   }
@@ -113,12 +119,13 @@ void compare_traces(const nlohmann::json& baseline, const nlohmann::json& curren
     if (options.allow_trace_change) {
       out.notes.push_back(what + " (allowed by --allow-trace-change)");
     } else {
-      out.problems.push_back(what + "; if the new trace is intended, refresh the baseline (fraglab check TRACE "
-                                    "--baseline FILE --update-baseline) or pass --allow-trace-change");
+      out.problems.push_back(what +
+                             "; if the new trace is intended, refresh the baseline (fraglab check TRACE "
+                             "--baseline FILE --update-baseline) or pass --allow-trace-change");
     }
   } else if (b.name != c.name) {
-    out.notes.push_back(fmt::format("trace: baseline named {}, now {} (same requests, {})", b.name, c.name,
-                                    c.request_hash));
+    out.notes.push_back(
+        fmt::format("trace: baseline named {}, now {} (same requests, {})", b.name, c.name, c.request_hash));
   }
 }
 
@@ -126,10 +133,14 @@ void compare_traces(const nlohmann::json& baseline, const nlohmann::json& curren
 
 const std::vector<CheckedMetric>& checked_metrics() {
   static const std::vector<CheckedMetric> metrics = {
-      {"peak_reserved_bytes", true, false},    {"peak_allocated_bytes", true, false},
-      {"peak_requested_bytes", true, false},   {"fragmentation_at_peak", false, false},
-      {"peak_utilization", false, true},       {"num_alloc_retries", false, false},
-      {"num_ooms", false, false},              {"num_device_alloc", false, false},
+      {"peak_reserved_bytes", true, false},
+      {"peak_allocated_bytes", true, false},
+      {"peak_requested_bytes", true, false},
+      {"fragmentation_at_peak", false, false},
+      {"peak_utilization", false, true},
+      {"num_alloc_retries", false, false},
+      {"num_ooms", false, false},
+      {"num_device_alloc", false, false},
       {"num_device_free", false, false},
   };
   return metrics;
@@ -194,13 +205,14 @@ std::size_t CheckOutcome::regressions() const {
   return n;
 }
 
-CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current,
-                           const Thresholds& thresholds, const CheckOptions& options) {
+CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,
+                           const CheckOptions& options) {
   for (const auto* doc : {&baseline, &current}) {
     if (!doc->is_object() || !doc->contains("runs") || !(*doc)["runs"].is_array()) {
-      throw InputError(fmt::format("the {} is not a results JSON (no \"runs\" list; write one with fraglab replay "
-                                   "--json or check --update-baseline)",
-                                   doc == &baseline ? "baseline" : "results"));
+      throw InputError(
+          fmt::format("the {} is not a results JSON (no \"runs\" list; write one with fraglab replay "
+                      "--json or check --update-baseline)",
+                      doc == &baseline ? "baseline" : "results"));
     }
   }
   CheckOutcome out;
@@ -212,11 +224,10 @@ CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json&
   compare_traces(baseline, current, options, out);
   if (text_at(baseline, "device", "capacity_bytes") != text_at(current, "device", "capacity_bytes") ||
       text_at(baseline, "device", "external_bytes") != text_at(current, "device", "external_bytes")) {
-    out.notes.push_back(fmt::format("device: baseline capacity {} external {}, now {} external {}",
-                                    text_at(baseline, "device", "capacity_bytes"),
-                                    text_at(baseline, "device", "external_bytes"),
-                                    text_at(current, "device", "capacity_bytes"),
-                                    text_at(current, "device", "external_bytes")));
+    out.notes.push_back(
+        fmt::format("device: baseline capacity {} external {}, now {} external {}",
+                    text_at(baseline, "device", "capacity_bytes"), text_at(baseline, "device", "external_bytes"),
+                    text_at(current, "device", "capacity_bytes"), text_at(current, "device", "external_bytes")));
   }
 
   auto find_run = [](const nlohmann::json& doc, const std::string& policy) -> const nlohmann::json* {
@@ -242,8 +253,8 @@ CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json&
       const bool in_base = base_run.contains(m.key) && base_run[m.key].is_number();
       const bool in_run = run->contains(m.key) && (*run)[m.key].is_number();
       if (!in_base || !in_run) {
-        out.problems.push_back(fmt::format("run '{}': the {} lacks the number '{}'", policy,
-                                           in_base ? "results" : "baseline", m.key));
+        out.problems.push_back(
+            fmt::format("run '{}': the {} lacks the number '{}'", policy, in_base ? "results" : "baseline", m.key));
         continue;
       }
       MetricCheck c;
@@ -295,7 +306,8 @@ std::string check_table(const CheckOutcome& outcome) {
     return out;
   }
   out += fmt::format("FAIL: {} regression{}", outcome.regressions(), outcome.regressions() == 1 ? "" : "s");
-  if (!outcome.problems.empty()) out += fmt::format(", {} problem{}", outcome.problems.size(), outcome.problems.size() == 1 ? "" : "s");
+  if (!outcome.problems.empty())
+    out += fmt::format(", {} problem{}", outcome.problems.size(), outcome.problems.size() == 1 ? "" : "s");
   out += '\n';
   for (const MetricCheck& c : outcome.checks) {
     if (!c.regressed) continue;

@@ -15,9 +15,7 @@
 namespace fraglab {
 namespace {
 
-bool is_ratio(const std::string& metric) {
-  return metric == "fragmentation_at_peak" || metric == "peak_utilization";
-}
+bool is_ratio(const std::string& metric) { return metric == "fragmentation_at_peak" || metric == "peak_utilization"; }
 
 // Counts and byte sizes as JSON integers, ratios as JSON numbers with a fraction.
 nlohmann::ordered_json number(const std::string& metric, double value) {
@@ -32,7 +30,8 @@ nlohmann::ordered_json identity_json(const std::optional<TraceIdentity>& id) {
   nlohmann::ordered_json j;
   j["name"] = id->name;
   j["events"] = id->events;
-  j["request_hash"] = id->request_hash.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(id->request_hash);
+  j["request_hash"] =
+      id->request_hash.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(id->request_hash);
   return j;
 }
 
@@ -44,15 +43,32 @@ std::string xml_escape(std::string_view text) {
   for (char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\t': out += "&#9;"; break;
-      case '\n': out += "&#10;"; break;
-      case '\r': out += "&#13;"; break;
-      default: out += c < 0x20 || c == 0x7f ? '?' : ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '\t':
+        out += "&#9;";
+        break;
+      case '\n':
+        out += "&#10;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      default:
+        out += c < 0x20 || c == 0x7f ? '?' : ch;
     }
   }
   return out;
@@ -99,11 +115,13 @@ std::string check_junit(const CheckOutcome& outcome) {
   const std::size_t tests = outcome.checks.size() + outcome.problems.size();
   const std::size_t failures = outcome.regressions() + outcome.problems.size();
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"fraglab check\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n", tests, failures);
+  out +=
+      fmt::format("<testsuites name=\"fraglab check\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n", tests, failures);
   out += fmt::format("  <testsuite name=\"fraglab check\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\">\n",
                      tests, failures);
   for (std::size_t i = 0; i < outcome.problems.size(); ++i) {
-    const std::string name = outcome.problems[i].starts_with("the trace changed") ? "trace" : fmt::format("problem {}", i + 1);
+    const std::string name =
+        outcome.problems[i].starts_with("the trace changed") ? "trace" : fmt::format("problem {}", i + 1);
     out += fmt::format("    <testcase classname=\"fraglab check\" name=\"{}\">\n", xml_escape(name));
     out += fmt::format("      <failure message=\"{}\" type=\"problem\"/>\n", xml_escape(outcome.problems[i]));
     out += "    </testcase>\n";
@@ -115,8 +133,8 @@ std::string check_junit(const CheckOutcome& outcome) {
       out += head + "/>\n";
       continue;
     }
-    const std::string message = fmt::format("{} -> {}, limit {}", show(c.metric, c.baseline),
-                                            show(c.metric, c.current), c.violated);
+    const std::string message =
+        fmt::format("{} -> {}, limit {}", show(c.metric, c.baseline), show(c.metric, c.current), c.violated);
     out += head + ">\n";
     out += fmt::format("      <failure message=\"{}\" type=\"regression\"/>\n", xml_escape(message));
     out += "    </testcase>\n";

@@ -33,8 +33,10 @@ std::vector<std::pair<const T*, const T*>> align(const std::vector<T>& a, const 
   }
   for (const T& y : b) {
     auto it = where.find(key(y));
-    if (it != where.end()) out[it->second].second = &y;
-    else out.push_back({nullptr, &y});
+    if (it != where.end())
+      out[it->second].second = &y;
+    else
+      out.push_back({nullptr, &y});
   }
   return out;
 }
@@ -101,8 +103,8 @@ std::string diff_report(const Trace& a, const Trace& b, const TraceDiff& diff) {
   out += "\nwhere the timelines part:\n";
   const TraceDivergence& d = diff.divergence;
   if (d.input_event) {
-    out += fmt::format("  inputs part at event {}\n    A {}\n    B {}\n", *d.input_event, describe_event(a, *d.input_event),
-                       describe_event(b, *d.input_event));
+    out += fmt::format("  inputs part at event {}\n    A {}\n    B {}\n", *d.input_event,
+                       describe_event(a, *d.input_event), describe_event(b, *d.input_event));
   } else {
     out += "  the inputs are the same event for event\n";
   }
@@ -146,11 +148,8 @@ nlohmann::json diff_json(const Trace& a, const Trace& b, const TraceDiff& diff) 
                       {"peak_live_bytes", tag.peak_live},
                       {"live_at_peak_reserved_bytes", tag.live_at_peak_reserved}});
     }
-    return nlohmann::json{{"trace", t.name},
-                          {"events", t.events.size()},
-                          {"run", run_json(p.result)},
-                          {"spans", spans},
-                          {"tags", tags}};
+    return nlohmann::json{
+        {"trace", t.name}, {"events", t.events.size()}, {"run", run_json(p.result)}, {"spans", spans}, {"tags", tags}};
   };
   nlohmann::json j;
   j["policy"] = diff.policy;

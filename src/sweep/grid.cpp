@@ -25,8 +25,10 @@ std::string_view trim(std::string_view s) {
 
 std::string with_option(std::string_view spec, std::string_view key, std::string_view value) {
   std::string out(spec);
-  if (out.find(':') == std::string::npos) out += ':';
-  else if (out.back() != ':') out += ',';
+  if (out.find(':') == std::string::npos)
+    out += ':';
+  else if (out.back() != ':')
+    out += ',';
   return fmt::format("{}{}:{}", out, key, value);
 }
 
@@ -68,8 +70,10 @@ GridAxis parse_grid_axis(std::string_view text) {
     if (!seen.insert(std::string(value)).second) {
       throw InputError(fmt::format("--grid {}: value '{}' is listed twice", axis.key, value));
     }
-    if (value == "none") axis.values.push_back(std::nullopt);
-    else axis.values.emplace_back(std::string(value));
+    if (value == "none")
+      axis.values.push_back(std::nullopt);
+    else
+      axis.values.emplace_back(std::string(value));
   }
   if (depth != 0) throw InputError(fmt::format("--grid {}: unbalanced '[' in '{}'", axis.key, list));
   return axis;
@@ -79,7 +83,8 @@ void validate_grid(const SweepGrid& grid) {
   try_spec(grid.base_spec);  // unknown policy or bad fixed option: the registry's own message
   const std::string_view name = policy_name(grid.base_spec);
   const PolicyInfo* info = PolicyRegistry::instance().find(name);
-  const std::string_view fixed = name.size() < grid.base_spec.size() ? std::string_view(grid.base_spec).substr(name.size() + 1) : "";
+  const std::string_view fixed =
+      name.size() < grid.base_spec.size() ? std::string_view(grid.base_spec).substr(name.size() + 1) : "";
   std::set<std::string> fixed_keys;
   for (const OptionItem& item : split_options(fixed, name)) fixed_keys.insert(item.key);
 
@@ -98,7 +103,8 @@ void validate_grid(const SweepGrid& grid) {
                                    axis.key, grid.base_spec));
     }
     if (!swept.insert(axis.key).second) {
-      throw InputError(fmt::format("--grid {}: the option is swept twice (give all its values in one --grid)", axis.key));
+      throw InputError(
+          fmt::format("--grid {}: the option is swept twice (give all its values in one --grid)", axis.key));
     }
     if (axis.values.empty()) throw InputError(fmt::format("--grid {}: no values", axis.key));
     for (const auto& value : axis.values) {

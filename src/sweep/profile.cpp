@@ -24,8 +24,8 @@ struct ProfileRecorder::State {
   size_t span = 0;
 
   std::vector<TagProfile> tags;
-  std::unordered_map<std::uint32_t, size_t> tag_slot;  // trace string index -> tags index
-  std::vector<Bytes> live;                             // per tags index
+  std::unordered_map<std::uint32_t, size_t> tag_slot;                 // trace string index -> tags index
+  std::vector<Bytes> live;                                            // per tags index
   std::unordered_map<AllocId, std::pair<size_t, Bytes>> allocations;  // live: tag slot, requested
   std::vector<Bytes> live_at_start;
 
@@ -80,7 +80,9 @@ std::string mark_value(const Trace& trace, const Event& e) {
 }  // namespace
 
 double SpanProfile::fragmentation_at_peak() const {
-  return peak_reserved == 0 ? 0.0 : 1.0 - static_cast<double>(allocated_at_peak_reserved) / static_cast<double>(peak_reserved);
+  return peak_reserved == 0
+             ? 0.0
+             : 1.0 - static_cast<double>(allocated_at_peak_reserved) / static_cast<double>(peak_reserved);
 }
 
 ProfileRecorder::ProfileRecorder() : state_(std::make_unique<State>()) {}

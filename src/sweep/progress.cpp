@@ -19,8 +19,8 @@ std::string format_progress(std::size_t done, std::size_t total, double elapsed_
   const double fraction = total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
   const double rate = elapsed_seconds > 0 ? static_cast<double>(done) / elapsed_seconds : 0.0;
   const std::string eta = done == 0 || rate <= 0 ? "?" : format_duration(static_cast<double>(total - done) / rate);
-  const std::string figures = fmt::format("{}/{} {:3.0f}% {:.1f} runs/s elapsed {} ETA {}", done, total,
-                                          fraction * 100, rate, format_duration(elapsed_seconds), eta);
+  const std::string figures = fmt::format("{}/{} {:3.0f}% {:.1f} runs/s elapsed {} ETA {}", done, total, fraction * 100,
+                                          rate, format_duration(elapsed_seconds), eta);
   if (!terminal) return "sweep: " + figures;
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(fraction * kWidth);

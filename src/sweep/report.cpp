@@ -8,11 +8,11 @@
 #include <map>
 #include <set>
 
+#include "capacity_note.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/report.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/sweep.hpp"
-#include "capacity_note.hpp"
 
 namespace fraglab {
 namespace {
@@ -61,8 +61,7 @@ bool all_default(const SweepRow& row, const std::vector<std::string>& keys) {
 std::optional<Bytes> assumed_capacity(std::string_view device) {
   try {
     if (!names_capacity(device)) return parse_sim_device(device).capacity;
-  } catch (const InputError&) {
-  }
+  } catch (const InputError&) {}
   return std::nullopt;
 }
 
@@ -72,7 +71,8 @@ std::string signed_bytes(Bytes to, Bytes from) {
 
 std::string percent_change(Bytes to, Bytes from) {
   if (from == 0) return to == 0 ? "+0.0%" : "n/a";
-  return fmt::format("{:+.1f}%", (static_cast<double>(to) - static_cast<double>(from)) / static_cast<double>(from) * 100);
+  return fmt::format("{:+.1f}%",
+                     (static_cast<double>(to) - static_cast<double>(from)) / static_cast<double>(from) * 100);
 }
 
 // `baseline` is the recorded settings' run when the trace is a recorded one, else the defaults'.
@@ -148,11 +148,12 @@ std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<s
     const SweepRow& r = ranked[i];
     const bool is_baseline = recorded_baseline && baseline == &r;
     out += fmt::format("{:>4}", fmt::format("{}{}", is_baseline ? "*" : "", i + 1));
-    for (size_t k = 0; k < keys.size(); ++k) out += fmt::format("  {:<{}}", r.knobs[k] ? *r.knobs[k] : "none", widths[k]);
-    out += fmt::format("  {:>12}  {:>8}  {:>8.4f}  {:>7}  {:>5}  {:>9}\n", format_bytes(r.metrics.peak_reserved),
-                       baseline ? percent_change(r.metrics.peak_reserved, baseline->metrics.peak_reserved) : "-",
-                       r.metrics.fragmentation_at_peak, r.metrics.num_alloc_retries, r.metrics.num_ooms,
-                       r.device_calls());
+    for (size_t k = 0; k < keys.size(); ++k)
+      out += fmt::format("  {:<{}}", r.knobs[k] ? *r.knobs[k] : "none", widths[k]);
+    out +=
+        fmt::format("  {:>12}  {:>8}  {:>8.4f}  {:>7}  {:>5}  {:>9}\n", format_bytes(r.metrics.peak_reserved),
+                    baseline ? percent_change(r.metrics.peak_reserved, baseline->metrics.peak_reserved) : "-",
+                    r.metrics.fragmentation_at_peak, r.metrics.num_alloc_retries, r.metrics.num_ooms, r.device_calls());
   }
   if (shown < ranked.size()) {
     out += fmt::format("  ... {} more (showing {} of {}; --top 0 shows all)\n", ranked.size() - shown, shown,

@@ -36,7 +36,8 @@ std::string results_text(const ResultsTable& table, ResultsFormat format) {
   std::vector<SweepRow> rows = table.rows;
   sort_rows(rows);
   std::string out;
-  if (table.meta) out = fmt::format("{}{}\n", format == ResultsFormat::Csv ? kCsvMetaPrefix : "", meta_line(*table.meta));
+  if (table.meta)
+    out = fmt::format("{}{}\n", format == ResultsFormat::Csv ? kCsvMetaPrefix : "", meta_line(*table.meta));
   if (format == ResultsFormat::Csv) out += csv_header(table.knob_keys) + '\n';
   for (const SweepRow& row : rows) out += format_row(row, table.knob_keys, format);
   return out;
@@ -135,9 +136,10 @@ ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_key
         for (const std::string& k : keys) s += fmt::format("{}{}", s.empty() ? "" : ", ", k);
         return s.empty() ? std::string("none") : s;
       };
-      throw InputError(fmt::format("{}: its swept options ({}) differ from this sweep's ({}); resume with the same "
-                                   "--grid keys in the same order, or write to a new file and merge",
-                                   path_, list(old.knob_keys), list(knob_keys_)));
+      throw InputError(
+          fmt::format("{}: its swept options ({}) differ from this sweep's ({}); resume with the same "
+                      "--grid keys in the same order, or write to a new file and merge",
+                      path_, list(old.knob_keys), list(knob_keys_)));
     }
     // Rows are keyed by trace name: rows of a trace that has since changed under the same name
     // would be kept as if they were results of the new one. Another grid, shard or device is
@@ -146,9 +148,10 @@ ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_key
       for (const TraceIdentity& was : old.meta->traces) {
         for (const TraceIdentity& now : meta_->traces) {
           if (was.name == now.name && !(was == now)) {
-            throw InputError(fmt::format("{}: its rows are of another trace named {} ({}; this sweep's is {}); "
-                                         "write to a new file, or start this one again with --overwrite",
-                                         path_, was.name, describe(was), describe(now)));
+            throw InputError(
+                fmt::format("{}: its rows are of another trace named {} ({}; this sweep's is {}); "
+                            "write to a new file, or start this one again with --overwrite",
+                            path_, was.name, describe(was), describe(now)));
           }
         }
       }

@@ -54,9 +54,12 @@ std::vector<std::string> split_csv(std::string_view line, const LineOrigin& at) 
   for (size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
-      else if (c == '"') quoted = false;
-      else fields.back() += c;
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        fields.back() += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        fields.back() += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -108,8 +111,10 @@ std::string format_row(const SweepRow& row, const std::vector<std::string>& knob
       out += csv_field(knob ? *knob : "none");
     }
     for (const MetricColumn& c : kMetricColumns) {
-      if (c.is_double) out += fmt::format(",{}", row.metrics.*c.ratio);
-      else out += fmt::format(",{}", row.metrics.*c.count);
+      if (c.is_double)
+        out += fmt::format(",{}", row.metrics.*c.ratio);
+      else
+        out += fmt::format(",{}", row.metrics.*c.count);
     }
     return out + '\n';
   }
@@ -124,8 +129,10 @@ std::string format_row(const SweepRow& row, const std::vector<std::string>& knob
   }
   j["knobs"] = std::move(knobs);
   for (const MetricColumn& c : kMetricColumns) {
-    if (c.is_double) j[c.name] = row.metrics.*c.ratio;
-    else j[c.name] = row.metrics.*c.count;
+    if (c.is_double)
+      j[c.name] = row.metrics.*c.ratio;
+    else
+      j[c.name] = row.metrics.*c.count;
   }
   return j.dump() + '\n';
 }
@@ -134,9 +141,10 @@ std::vector<std::string> parse_csv_header(std::string_view line, const LineOrigi
   const std::vector<std::string> fields = split_csv(line, at);
   const size_t metrics = std::size(kMetricColumns);
   const auto expected = [&] {
-    return InputError(fmt::format("{}: expected the header '{}' (trace,device,spec, the swept options, then the "
-                                  "metrics)",
-                                  at, csv_header({"KNOB..."})));
+    return InputError(
+        fmt::format("{}: expected the header '{}' (trace,device,spec, the swept options, then the "
+                    "metrics)",
+                    at, csv_header({"KNOB..."})));
   };
   if (fields.size() < kFixedColumns + metrics) throw expected();
   if (fields[0] != "trace" || fields[1] != "device" || fields[2] != "spec") throw expected();
@@ -162,8 +170,10 @@ SweepRow parse_csv_row(std::string_view line, const std::vector<std::string>& kn
   }
   size_t f = kFixedColumns + knob_keys.size();
   for (const MetricColumn& c : kMetricColumns) {
-    if (c.is_double) row.metrics.*c.ratio = parse_ratio(fields[f++], c.name, at);
-    else row.metrics.*c.count = parse_count(fields[f++], c.name, at);
+    if (c.is_double)
+      row.metrics.*c.ratio = parse_ratio(fields[f++], c.name, at);
+    else
+      row.metrics.*c.count = parse_count(fields[f++], c.name, at);
   }
   return row;
 }
@@ -174,9 +184,10 @@ SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_k
   // and the field, and says what was expected.
   const auto j = nlohmann::ordered_json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    throw InputError(fmt::format("{}: not a JSON object (expected a results row: trace, device, spec, knobs and the "
-                                 "metrics)",
-                                 at));
+    throw InputError(
+        fmt::format("{}: not a JSON object (expected a results row: trace, device, spec, knobs and the "
+                    "metrics)",
+                    at));
   }
   auto text = [&](const char* key) {
     if (!j.contains(key)) throw InputError(fmt::format("{}: the row has no '{}'", at, key));
@@ -196,8 +207,8 @@ SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_k
     for (const auto& [key, value] : knobs.items()) knob_keys.push_back(key);
   }
   if (knobs.size() != knob_keys.size()) {
-    throw InputError(fmt::format("{}: knobs differ from the file's first row (expected {} options)", at,
-                                 knob_keys.size()));
+    throw InputError(
+        fmt::format("{}: knobs differ from the file's first row (expected {} options)", at, knob_keys.size()));
   }
   for (const std::string& key : knob_keys) {
     if (!knobs.contains(key)) throw InputError(fmt::format("{}: knobs lack '{}' (the first row has it)", at, key));

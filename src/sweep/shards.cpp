@@ -20,7 +20,8 @@ std::string traces_text(const std::vector<TraceIdentity>& traces) {
 
 // Why two files are not shards of one sweep; empty if they are.
 std::string difference(const SweepMeta& a, const SweepMeta& b) {
-  if (a.policy != b.policy || a.grid != b.grid) return fmt::format("grids ({} vs {})", grid_command(a), grid_command(b));
+  if (a.policy != b.policy || a.grid != b.grid)
+    return fmt::format("grids ({} vs {})", grid_command(a), grid_command(b));
   if (a.traces != b.traces) return fmt::format("traces ({} vs {})", traces_text(a.traces), traces_text(b.traces));
   if (a.device != b.device) return fmt::format("devices ({} vs {})", a.device, b.device);
   return {};
@@ -39,8 +40,8 @@ std::vector<std::string> sweep_mismatches(const std::vector<std::pair<std::strin
     }
     const std::string why = difference(*first->second, *file.second);
     if (!why.empty()) {
-      problems.push_back(fmt::format("{} and {} are shards of different sweeps: different {}", first->first,
-                                     file.first, why));
+      problems.push_back(
+          fmt::format("{} and {} are shards of different sweeps: different {}", first->first, file.first, why));
     }
   }
   return problems;
@@ -54,9 +55,10 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
   for (const auto& file : files) {
     if (!file.second) {
       all_known = false;
-      out.warnings.push_back(fmt::format("{}: no sweep metadata (written before fraglab recorded shards and grids): "
-                                         "the merge cannot tell whether runs of its sweep are missing",
-                                         file.first));
+      out.warnings.push_back(
+          fmt::format("{}: no sweep metadata (written before fraglab recorded shards and grids): "
+                      "the merge cannot tell whether runs of its sweep are missing",
+                      file.first));
     } else if (first == nullptr) {
       first = &file;
     }
@@ -71,7 +73,8 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
     if (!m) continue;
     const auto [it, fresh] = shard_file.emplace(std::make_pair(m->shard.count, m->shard.index), path);
     if (!fresh) {
-      out.problems.push_back(fmt::format("duplicated shard {}: in {} and in {}", shard_text(m->shard), it->second, path));
+      out.problems.push_back(
+          fmt::format("duplicated shard {}: in {} and in {}", shard_text(m->shard), it->second, path));
     }
   }
 
@@ -99,11 +102,11 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
         if (shard_file.count({n, i}) == 0) missing += fmt::format("{}{}/{}", missing.empty() ? "" : ", ", i, n);
       }
       out.problems.push_back(fmt::format("missing shard{} {} of the sweep {} ({} of its {} runs)",
-                                         missing.find(',') == std::string::npos ? "" : "s", missing,
-                                         grid_command(meta), uncovered, runs));
+                                         missing.find(',') == std::string::npos ? "" : "s", missing, grid_command(meta),
+                                         uncovered, runs));
     } else {
-      out.problems.push_back(fmt::format("{} of the {} runs of the sweep {} are in none of the shards given",
-                                         uncovered, runs, grid_command(meta)));
+      out.problems.push_back(fmt::format("{} of the {} runs of the sweep {} are in none of the shards given", uncovered,
+                                         runs, grid_command(meta)));
     }
   }
 
@@ -122,9 +125,10 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
     if (entry.first++ == 0) entry.second = fmt::format("trace {}, spec {}", trace.name, spec);
   }
   for (const auto& [path, entry] : lacking) {
-    out.problems.push_back(fmt::format("{} lacks {} run{} of its shard (e.g. {}): the sweep did not finish; resume it "
-                                       "with the same command and --resume",
-                                       path, entry.first, entry.first == 1 ? "" : "s", entry.second));
+    out.problems.push_back(
+        fmt::format("{} lacks {} run{} of its shard (e.g. {}): the sweep did not finish; resume it "
+                    "with the same command and --resume",
+                    path, entry.first, entry.first == 1 ? "" : "s", entry.second));
   }
   if (out.problems.empty() && all_known) {
     out.merged = meta;

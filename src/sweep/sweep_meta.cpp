@@ -144,8 +144,8 @@ SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at) {
         !t["events"].is_number_unsigned() || !t.contains("request_hash") || !t["request_hash"].is_string()) {
       throw bad("each trace must be {\"name\":S,\"events\":N,\"request_hash\":S}");
     }
-    meta.traces.push_back({t["name"].get<std::string>(), t["events"].get<std::uint64_t>(),
-                           t["request_hash"].get<std::string>()});
+    meta.traces.push_back(
+        {t["name"].get<std::string>(), t["events"].get<std::uint64_t>(), t["request_hash"].get<std::string>()});
   }
   if (j.contains("contexts")) {
     if (!j["contexts"].is_array()) throw bad("'contexts' must be a list");
@@ -153,7 +153,8 @@ SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at) {
     for (const auto& c : j["contexts"]) {
       if (!c.is_object() || !c.contains("trace") || !c["trace"].is_string() || !c.contains("start_state") ||
           !c["start_state"].is_string() || !c.contains("recorded_settings") || !c["recorded_settings"].is_string()) {
-        throw bad("each context must be {\"trace\":S,\"start_state\":S,\"recorded_settings\":S[,\"recorded_run\":ROW]}");
+        throw bad(
+            "each context must be {\"trace\":S,\"start_state\":S,\"recorded_settings\":S[,\"recorded_run\":ROW]}");
       }
       SweepTraceContext context;
       context.start_state = c["start_state"].get<std::string>();

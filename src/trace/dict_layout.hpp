@@ -29,9 +29,7 @@ template <std::size_t N>
 class DictLayout {
  public:
   // `names`: the wanted keys; get(dict, i) is the value of names[i].
-  explicit DictLayout(const std::array<std::string_view, N>& names) : names_(names) {
-    position_.fill(-1);
-  }
+  explicit DictLayout(const std::array<std::string_view, N>& names) : names_(names) { position_.fill(-1); }
 
   // Learns `dict`'s key positions unless its keys are the last dict's. Anything but a dict has
   // none of the keys.
@@ -55,8 +53,7 @@ class DictLayout {
     if (dict.dict->keys == keys_) return true;
     for (std::uint32_t k = 0; k < n; ++k) {
       const pickle::Value& key = dict.dict_key(k);
-      if (key.kind != pickle::Kind::Str || key.text != text_[k] || key.length != length_[k])
-        return false;
+      if (key.kind != pickle::Kind::Str || key.text != text_[k] || key.length != length_[k]) return false;
     }
     keys_ = dict.dict->keys;
     return true;
@@ -84,7 +81,7 @@ class DictLayout {
   }
 
   std::array<std::string_view, N> names_;
-  std::uint32_t size_ = 0;  // keys of the remembered layout; 0 = none
+  std::uint32_t size_ = 0;               // keys of the remembered layout; 0 = none
   const pickle::Value* keys_ = nullptr;  // the key array they were last seen in
   std::array<const char*, kMaxKeys> text_{};
   std::array<std::uint32_t, kMaxKeys> length_{};

@@ -11,9 +11,7 @@ namespace fraglab::detail {
 
 namespace {
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f'; }
 
@@ -26,9 +24,14 @@ constexpr std::array<Magic, 6> kMagics{{
     {"PK\x03\x04", "a torch.save/zip archive"},
     {"PK\x05\x06", "a torch.save/zip archive"},
     {"BZh", "bzip2-compressed data (only gzip is decompressed)"},
-    {std::string_view("\xfd" "7zXZ\0", 6), "xz-compressed data (only gzip is decompressed)"},
+    {std::string_view("\xfd"
+                      "7zXZ\0",
+                      6),
+     "xz-compressed data (only gzip is decompressed)"},
     {"\x28\xb5\x2f\xfd", "zstd-compressed data (only gzip is decompressed)"},
-    {"\x7f" "ELF", "an executable (ELF)"},
+    {"\x7f"
+     "ELF",
+     "an executable (ELF)"},
 }};
 
 }  // namespace
@@ -49,11 +52,11 @@ std::optional<std::string> not_a_trace_start(std::string_view prefix) {
   for (const Magic& m : kMagics) {
     if (starts_with(prefix, m.bytes)) {
       if (m.bytes[0] == 'P')  // the case issue reports name: say what is wanted instead
-        return fmt::format("looks like {} (it starts with {}); expected a memory snapshot from "
-                           "torch.cuda.memory._dump_snapshot() or a fraglab JSONL trace",
-                           m.looks_like, hex_prefix(prefix));
-      return fmt::format("looks like {} (it starts with {}); {}", m.looks_like,
-                         hex_prefix(prefix), kExpectedTrace);
+        return fmt::format(
+            "looks like {} (it starts with {}); expected a memory snapshot from "
+            "torch.cuda.memory._dump_snapshot() or a fraglab JSONL trace",
+            m.looks_like, hex_prefix(prefix));
+      return fmt::format("looks like {} (it starts with {}); {}", m.looks_like, hex_prefix(prefix), kExpectedTrace);
     }
     // Too few bytes yet to rule this magic number out.
     if (prefix.size() < m.bytes.size() && starts_with(m.bytes, prefix)) return std::nullopt;
@@ -63,17 +66,14 @@ std::optional<std::string> not_a_trace_start(std::string_view prefix) {
   if (i == prefix.size()) return std::nullopt;  // blank so far
   const char c = prefix[i];
   if (c == '{') return std::nullopt;  // JSONL or JSON: told apart by the whole first line
-  if (c == '[')
-    return fmt::format("looks like JSON (an array), not fraglab JSONL; {}", kExpectedTrace);
+  if (c == '[') return fmt::format("looks like JSON (an array), not fraglab JSONL; {}", kExpectedTrace);
   for (std::size_t j = 0; j < prefix.size() && j < kSniffBytes; ++j) {
     const auto b = static_cast<unsigned char>(prefix[j]);
     if ((b < 0x20 && !is_blank(prefix[j])) || b == 0x7f)
-      return fmt::format("looks like binary data (it starts with {}); {}", hex_prefix(prefix),
-                         kExpectedTrace);
+      return fmt::format("looks like binary data (it starts with {}); {}", hex_prefix(prefix), kExpectedTrace);
   }
   std::string_view line = prefix.substr(i, std::min<std::size_t>(prefix.find('\n', i) - i, 40));
-  return fmt::format("looks like text that is not a trace (it starts \"{}\"); {}", line,
-                     kExpectedTrace);
+  return fmt::format("looks like text that is not a trace (it starts \"{}\"); {}", line, kExpectedTrace);
 }
 
 std::optional<std::string> not_a_trace(std::string_view bytes) {
@@ -89,11 +89,13 @@ std::optional<std::string> not_a_trace(std::string_view bytes) {
   if (line.find("\"fraglab_trace\"") != std::string_view::npos) return std::nullopt;
   while (!line.empty() && is_blank(line.back())) line.remove_suffix(1);
   if (line == "{")
-    return fmt::format("looks like pretty-printed JSON (its first line is \"{{\"), not fraglab "
-                       "JSONL; expected one JSON object per line, the first "
-                       "{{\"fraglab_trace\": 1, ...}}");
-  return fmt::format("looks like JSON, not a fraglab JSONL trace: its first line has no "
-                     "\"fraglab_trace\" key (expected a first line {{\"fraglab_trace\": 1, ...}})");
+    return fmt::format(
+        "looks like pretty-printed JSON (its first line is \"{{\"), not fraglab "
+        "JSONL; expected one JSON object per line, the first "
+        "{{\"fraglab_trace\": 1, ...}}");
+  return fmt::format(
+      "looks like JSON, not a fraglab JSONL trace: its first line has no "
+      "\"fraglab_trace\" key (expected a first line {{\"fraglab_trace\": 1, ...}})");
 }
 
 }  // namespace fraglab::detail

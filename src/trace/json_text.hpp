@@ -54,9 +54,7 @@ inline void append_json_string(std::string& out, std::string_view s) {
 namespace json_text_impl {
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
-inline bool is_hex(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+inline bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 // RFC 8259 number: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
 inline bool is_number(std::string_view s) {

@@ -48,9 +48,7 @@ struct EventFields {
   std::uint64_t id, size, stream, addr, device, device_free;
   std::int64_t time;
   bool has(std::uint32_t bit) const { return (seen & bit) != 0; }
-  std::uint64_t get(std::uint32_t bit, const std::uint64_t& slot) const {
-    return has(bit) ? slot : 0;
-  }
+  std::uint64_t get(std::uint32_t bit, const std::uint64_t& slot) const { return has(bit) ? slot : 0; }
 };
 
 // The op spelled by `name` (no quotes); alloc and free, most lines of any trace, come first.
@@ -106,8 +104,8 @@ inline bool eight_digits(const char* p, std::uint64_t& out) {
   std::uint64_t v;
   std::memcpy(&v, p, 8);
   // Every byte in '0'..'9': high nibble 3, and adding 6 does not carry out of the low nibble.
-  if (((v & 0xF0F0F0F0F0F0F0F0ull) |
-       (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) != 0x3333333333333333ull)
+  if (((v & 0xF0F0F0F0F0F0F0F0ull) | (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) !=
+      0x3333333333333333ull)
     return false;
   if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   v = (v & 0x0F0F0F0F0F0F0F0Full) * 2561 >> 8;
@@ -118,8 +116,7 @@ inline bool eight_digits(const char* p, std::uint64_t& out) {
 
 // A JSON integer of at most 19 digits (below 10^19 < 2^64: no overflow to check). Fractions and
 // exponents are declined, as are leading zeros (not JSON).
-[[gnu::always_inline]] inline bool scan_integer(Cursor& c, bool& negative,
-                                                std::uint64_t& magnitude) {
+[[gnu::always_inline]] inline bool scan_integer(Cursor& c, bool& negative, std::uint64_t& magnitude) {
   negative = c.at('-');
   if (negative) ++c.p;
   if (c.p >= c.end || !is_digit(*c.p)) return false;
@@ -170,10 +167,7 @@ inline bool scan_scalar(Cursor& c, std::string_view& text) {
     ok = scan_integer(c, negative, m);
   } else {
     std::string_view rest(c.p, static_cast<std::size_t>(c.end - c.p));
-    std::size_t n = rest.starts_with("true")    ? 4
-                    : rest.starts_with("false") ? 5
-                    : rest.starts_with("null")  ? 4
-                                                : 0;
+    std::size_t n = rest.starts_with("true") ? 4 : rest.starts_with("false") ? 5 : rest.starts_with("null") ? 4 : 0;
     c.p += n;
     ok = n != 0;
   }

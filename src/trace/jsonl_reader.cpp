@@ -49,17 +49,15 @@ struct StringHash {
 // handful of tags, not for a million mark values.
 class Interner {
  public:
-  explicit Interner(std::vector<std::string>& strings) : strings_(strings) {
-    recent_.fill(kNoString);
-  }
+  explicit Interner(std::vector<std::string>& strings) : strings_(strings) { recent_.fill(kNoString); }
 
   std::uint32_t intern(std::string_view s) {
     // A few tags make up almost every lookup: a tiny direct-mapped cache, keyed by length and end
     // bytes, answers them with one compare instead of hashing the whole string.
-    std::size_t slot = s.empty() ? 0
-                                 : (s.size() * 31 + static_cast<unsigned char>(s.front()) * 7 +
-                                    static_cast<unsigned char>(s.back())) %
-                                       recent_.size();
+    std::size_t slot =
+        s.empty() ? 0
+                  : (s.size() * 31 + static_cast<unsigned char>(s.front()) * 7 + static_cast<unsigned char>(s.back())) %
+                        recent_.size();
     std::uint32_t cached = recent_[slot];
     if (cached != kNoString && strings_[cached] == s) return cached;
     auto it = index_.find(s);
@@ -106,8 +104,7 @@ std::size_t count_lines(std::string_view s) {
 }
 
 std::string_view trim_right(std::string_view s) {
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
     s.remove_suffix(1);
   return s;
 }
@@ -173,8 +170,7 @@ class JsonlReader {
       ++line_no_;
       const char* begin = text_.data() + pos_;
       const void* nl = std::memchr(begin, '\n', text_.size() - pos_);
-      std::size_t end =
-          nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - text_.data()) : text_.size();
+      std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - text_.data()) : text_.size();
       line = text_.substr(pos_, end - pos_);
       line_start_ = pos_;
       pos_ = nl ? end + 1 : end;
@@ -201,8 +197,7 @@ class JsonlReader {
   od::object iterate_object(od::document& doc, std::string_view what) {
     od::object obj;
     if (auto err = doc.get_object().get(obj)) {
-      if (err == simdjson::INCORRECT_TYPE)
-        fail(fmt::format("not a JSON object (expected {})", what));
+      if (err == simdjson::INCORRECT_TYPE) fail(fmt::format("not a JSON object (expected {})", what));
       fail_json(err);
     }
     return obj;
@@ -218,8 +213,7 @@ class JsonlReader {
   std::uint64_t read_u64(od::value v, std::string_view key) {
     std::uint64_t x;
     if (v.get_uint64().get(x))
-      fail(fmt::format("field '{}': expected an unsigned 64-bit integer, got {}", key,
-                       show_token(v)));
+      fail(fmt::format("field '{}': expected an unsigned 64-bit integer, got {}", key, show_token(v)));
     return x;
   }
   std::int64_t read_i64(od::value v, std::string_view key) {
@@ -230,22 +224,18 @@ class JsonlReader {
   }
   std::string_view read_string(od::value v, std::string_view key) {
     std::string_view s;
-    if (v.get_string().get(s))
-      fail(fmt::format("field '{}': expected a string, got {}", key, show_token(v)));
+    if (v.get_string().get(s)) fail(fmt::format("field '{}': expected a string, got {}", key, show_token(v)));
     return s;
   }
   bool read_bool(od::value v, std::string_view key) {
     bool b;
-    if (v.get_bool().get(b))
-      fail(fmt::format("field '{}': expected true or false, got {}", key, show_token(v)));
+    if (v.get_bool().get(b)) fail(fmt::format("field '{}': expected true or false, got {}", key, show_token(v)));
     return b;
   }
   std::uint64_t read_size(od::value v, std::string_view key, bool allow_zero) {
     std::uint64_t x = read_u64(v, key);
-    if (x == 0 && !allow_zero)
-      fail(fmt::format("field '{}': size 0 (expected a positive size)", key));
-    if (x >= detail::kImpossibleSize)
-      fail(fmt::format("field '{}': impossible size {} (expected < 2^60)", key, x));
+    if (x == 0 && !allow_zero) fail(fmt::format("field '{}': size 0 (expected a positive size)", key));
+    if (x >= detail::kImpossibleSize) fail(fmt::format("field '{}': impossible size {} (expected < 2^60)", key, x));
     return x;
   }
 
@@ -262,11 +252,9 @@ class JsonlReader {
       if (key == "fraglab_trace") {
         std::uint64_t version;
         if (v.get_uint64().get(version))
-          fail(fmt::format("field 'fraglab_trace': expected the format version 1, got {}",
-                           show_token(v)));
+          fail(fmt::format("field 'fraglab_trace': expected the format version 1, got {}", show_token(v)));
         if (version != 1)
-          fail(fmt::format("unsupported fraglab_trace version {} (this build reads version 1)",
-                           version));
+          fail(fmt::format("unsupported fraglab_trace version {} (this build reads version 1)", version));
         versioned = true;
       } else if (key == "name") {
         trace_.name = read_string(v, key);
@@ -295,8 +283,7 @@ class JsonlReader {
 
   od::array array_of(od::value v, std::string_view key) {
     od::array arr;
-    if (v.get_array().get(arr))
-      fail(fmt::format("field '{}': expected an array, got {}", key, show_token(v)));
+    if (v.get_array().get(arr)) fail(fmt::format("field '{}': expected an array, got {}", key, show_token(v)));
     return arr;
   }
 
@@ -305,8 +292,7 @@ class JsonlReader {
     for (auto item : arr) {
       std::string where = fmt::format("initial_segments[{}]", index++);
       od::object obj;
-      if (get(std::move(item)).get_object().get(obj))
-        fail(fmt::format("{}: expected an object", where));
+      if (get(std::move(item)).get_object().get(obj)) fail(fmt::format("{}: expected an object", where));
       InitialSegment seg;
       bool has_addr = false, has_size = false;
       for (auto field_result : obj) {
@@ -325,8 +311,7 @@ class JsonlReader {
         } else if (key == "pool") {
           std::string_view pool = read_string(v, name);
           if (pool != "small" && pool != "large")
-            fail(
-                fmt::format("field '{}': expected \"small\" or \"large\", got \"{}\"", name, pool));
+            fail(fmt::format("field '{}': expected \"small\" or \"large\", got \"{}\"", name, pool));
           seg.small_pool = pool == "small";
         } else if (key == "expandable") {
           seg.expandable = read_bool(v, name);
@@ -342,8 +327,7 @@ class JsonlReader {
     for (auto item : arr) {
       std::string where = fmt::format("initial_allocations[{}]", index++);
       od::object obj;
-      if (get(std::move(item)).get_object().get(obj))
-        fail(fmt::format("{}: expected an object", where));
+      if (get(std::move(item)).get_object().get(obj)) fail(fmt::format("{}: expected an object", where));
       InitialAllocation a;
       bool has_id = false, has_addr = false, has_size = false;
       for (auto field_result : obj) {
@@ -368,8 +352,7 @@ class JsonlReader {
           a.free_requested = read_bool(v, name);
         }
       }
-      if (!has_id || !has_addr || !has_size)
-        fail(fmt::format("{}: missing field 'id', 'addr' or 'size'", where));
+      if (!has_id || !has_addr || !has_size) fail(fmt::format("{}: missing field 'id', 'addr' or 'size'", where));
       if (!live_.add_initial(a.id, a.requested, a.free_requested))
         fail(fmt::format("{}: id {} is already live (expected unique ids)", where, a.id));
       trace_.initial.allocations.push_back(a);
@@ -391,10 +374,10 @@ class JsonlReader {
         std::string_view name = read_string(v, key);
         std::optional<Op> op = detail::event_op(name);
         if (!op)
-          fail(fmt::format(
-              "unknown op \"{}\" (expected alloc, free, free_requested, free_completed, "
-              "empty_cache, mark, segment_alloc, segment_free, segment_map, segment_unmap or oom)",
-              name.substr(0, 40)));
+          fail(
+              fmt::format("unknown op \"{}\" (expected alloc, free, free_requested, free_completed, "
+                          "empty_cache, mark, segment_alloc, segment_free, segment_map, segment_unmap or oom)",
+                          name.substr(0, 40)));
         f.op = *op;
         f.seen |= EventFields::kOp;
       } else if (key == "id") {
@@ -432,8 +415,7 @@ class JsonlReader {
     if (v.type().get(type)) fail(fmt::format("field '{}': not valid JSON", key));
     if (type == od::json_type::object || type == od::json_type::array) return;
     std::string_view raw = trim_right(v.raw_json_token());
-    if (!detail::is_json_scalar(raw))
-      fail(fmt::format("field '{}': not valid JSON: {}", key, raw.substr(0, 40)));
+    if (!detail::is_json_scalar(raw)) fail(fmt::format("field '{}': not valid JSON: {}", key, raw.substr(0, 40)));
   }
 
   // A mark value: any JSON scalar, kept as its exact text.
@@ -442,8 +424,7 @@ class JsonlReader {
     od::json_type type;
     if (v.type().get(type)) fail("field 'value': not valid JSON");
     if (type == od::json_type::object || type == od::json_type::array)
-      fail(fmt::format("field 'value': expected a JSON scalar (string, number, bool, null), got {}",
-                       show_token(v)));
+      fail(fmt::format("field 'value': expected a JSON scalar (string, number, bool, null), got {}", show_token(v)));
     raw = trim_right(v.raw_json_token());
     if (!detail::is_json_scalar(raw))
       fail(fmt::format("field 'value': not a valid JSON scalar: {}", raw.substr(0, 40)));
@@ -461,8 +442,7 @@ class JsonlReader {
     e.op = f.op;
     e.stream = f.get(EventFields::kStream, f.stream);
     std::uint64_t device = f.get(EventFields::kDevice, f.device);
-    if (device > 0xffffffffull)
-      fail(fmt::format("field 'device': {} is not a device index (expected < 2^32)", device));
+    if (device > 0xffffffffull) fail(fmt::format("field 'device': {} is not a device index (expected < 2^32)", device));
     e.device = static_cast<std::uint32_t>(device);
     e.has_time = f.has(EventFields::kTime);
     e.time_us = e.has_time ? f.time : 0;
@@ -472,11 +452,9 @@ class JsonlReader {
     e.addr = f.get(EventFields::kAddr, f.addr);
     switch (e.op) {
       case Op::Alloc:
-        if (!f.has(EventFields::kId) || !f.has(EventFields::kSize))
-          missing("alloc", "'id' or 'size'");
+        if (!f.has(EventFields::kId) || !f.has(EventFields::kSize)) missing("alloc", "'id' or 'size'");
         if (e.size == 0) fail("alloc: size 0 (expected a positive size)");
-        if (e.size >= detail::kImpossibleSize)
-          fail(fmt::format("alloc: impossible size {} (expected < 2^60)", e.size));
+        if (e.size >= detail::kImpossibleSize) fail(fmt::format("alloc: impossible size {} (expected < 2^60)", e.size));
         break;
       case Op::Free:
       case Op::FreeRequested:
@@ -486,8 +464,7 @@ class JsonlReader {
       case Op::EmptyCache:
         break;
       case Op::Mark:
-        if (!f.has(EventFields::kLabel) || !f.has(EventFields::kValue))
-          missing("mark", "'label' or 'value'");
+        if (!f.has(EventFields::kLabel) || !f.has(EventFields::kValue)) missing("mark", "'label' or 'value'");
         e.id = interner_.intern(f.label);
         e.size = interner_.intern(f.value);
         break;
@@ -495,16 +472,13 @@ class JsonlReader {
       case Op::SegmentFree:
       case Op::SegmentMap:
       case Op::SegmentUnmap:
-        if (!f.has(EventFields::kAddr) || !f.has(EventFields::kSize))
-          missing(op_name(e.op), "'addr' or 'size'");
+        if (!f.has(EventFields::kAddr) || !f.has(EventFields::kSize)) missing(op_name(e.op), "'addr' or 'size'");
         if (e.size >= detail::kImpossibleSize)
           fail(fmt::format("{}: impossible size {} (expected < 2^60)", op_name(e.op), e.size));
         break;
       case Op::Oom:
-        if (!f.has(EventFields::kSize) || !f.has(EventFields::kDeviceFree))
-          missing("oom", "'size' or 'device_free'");
-        if (e.size >= detail::kImpossibleSize)
-          fail(fmt::format("oom: impossible size {} (expected < 2^60)", e.size));
+        if (!f.has(EventFields::kSize) || !f.has(EventFields::kDeviceFree)) missing("oom", "'size' or 'device_free'");
+        if (e.size >= detail::kImpossibleSize) fail(fmt::format("oom: impossible size {} (expected < 2^60)", e.size));
         e.addr = f.device_free;  // oom keeps device_free in addr (trace.hpp)
         e.has_addr = false;
         break;
@@ -528,8 +502,6 @@ class JsonlReader {
 
 }  // namespace
 
-Trace parse_jsonl(std::string_view text, std::string_view origin) {
-  return JsonlReader(text, origin).read();
-}
+Trace parse_jsonl(std::string_view text, std::string_view origin) { return JsonlReader(text, origin).read(); }
 
 }  // namespace fraglab

@@ -60,8 +60,7 @@ class LiveAllocations {
       case Op::FreeCompleted: {
         Slot* s = find(id);
         if (!s) return "free_completed of an id that is not live (unknown id or double free)";
-        if (s->state != kFreeRequested)
-          return "free_completed of an allocation whose free was never requested";
+        if (s->state != kFreeRequested) return "free_completed of an allocation whose free was never requested";
         erase(*s);
         return nullptr;
       }

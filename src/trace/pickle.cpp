@@ -370,8 +370,7 @@ struct SkippedValueEscapes {};
 
 class Machine {
  public:
-  Machine(std::string_view bytes, std::string_view origin, Arena& arena,
-          std::string_view skip_key)
+  Machine(std::string_view bytes, std::string_view origin, Arena& arena, std::string_view skip_key)
       : begin_(reinterpret_cast<const unsigned char*>(bytes.data())),
         end_(begin_ + bytes.size()),
         origin_(origin),
@@ -392,15 +391,12 @@ class Machine {
     const auto offset = static_cast<std::size_t>(op_at_ - begin_);
     const char* name = kOpcodeNames[op];
     if (name)
-      throw InputError(fmt::format("{}: pickle byte {}: opcode {} (0x{:02x}): {}", origin_,
-                                   offset, name, op, what));
-    throw InputError(fmt::format("{}: pickle byte {}: opcode 0x{:02x}: {}", origin_, offset, op,
-                                 what));
+      throw InputError(fmt::format("{}: pickle byte {}: opcode {} (0x{:02x}): {}", origin_, offset, name, op, what));
+    throw InputError(fmt::format("{}: pickle byte {}: opcode 0x{:02x}: {}", origin_, offset, op, what));
   }
-  [[noreturn, gnu::cold, gnu::noinline]] void fail_truncated(std::uint64_t wanted,
-                                                             const unsigned char* at) const {
-    fail(fmt::format("truncated: needs {} more bytes at byte {}, the input has {} left", wanted,
-                     at - begin_, end_ - at));
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_truncated(std::uint64_t wanted, const unsigned char* at) const {
+    fail(fmt::format("truncated: needs {} more bytes at byte {}, the input has {} left", wanted, at - begin_,
+                     end_ - at));
   }
 
   // ---- input: `p` is run()'s read position, passed by reference so that it stays in a register
@@ -429,8 +425,7 @@ class Machine {
   // Items above the innermost MARK: the only ones an opcode may pop.
   std::size_t depth() const { return stack_.size() - floor_; }
   void require(std::size_t n) const {
-    if (depth() < n)
-      fail(fmt::format("stack underflow: needs {} item(s), {} above the last MARK", n, depth()));
+    if (depth() < n) fail(fmt::format("stack underflow: needs {} item(s), {} above the last MARK", n, depth()));
   }
   Value pop() {
     require(1);
@@ -464,14 +459,15 @@ class Machine {
     }
     if (index > memo_.size()) {
       if (index > static_cast<std::uint64_t>(end_ - begin_))
-        fail(fmt::format("memo index {} is beyond any index a {}-byte pickle can use", index,
-                         end_ - begin_));
+        fail(fmt::format("memo index {} is beyond any index a {}-byte pickle can use", index, end_ - begin_));
       Value missing;
       missing.kind = Kind::Missing;
       memo_.grow_to(index + 1, missing);
     }
-    if (memo_[index].kind == Kind::Missing) ++memo_count_;
-    else ++memo_overwrites_;  // a slot a key template may name now holds something else
+    if (memo_[index].kind == Kind::Missing)
+      ++memo_count_;
+    else
+      ++memo_overwrites_;  // a slot a key template may name now holds something else
     memo_[index] = stack_.back();
   }
   [[gnu::always_inline]] void memo_get(std::uint64_t index) {
@@ -501,9 +497,7 @@ class Machine {
   }
 
   // ---- arena -----------------------------------------------------------------------------------
-  Value* alloc_values(std::size_t n) {
-    return static_cast<Value*>(arena_.allocate(n * sizeof(Value)));
-  }
+  Value* alloc_values(std::size_t n) { return static_cast<Value*>(arena_.allocate(n * sizeof(Value))); }
   Value new_list(std::size_t first, std::size_t n);
   Value new_dict(std::size_t first, std::size_t n_items);
   Value new_tuple(std::size_t first, std::size_t n);
@@ -511,16 +505,13 @@ class Machine {
   void dict_update(Value& target, std::size_t first, std::size_t n_items);
   void check_key(const Value& key) const {
     const Kind k = kind_of(key);
-    if (k == Kind::List || k == Kind::Dict)
-      fail(fmt::format("dict key of type {} is unhashable", kind_name(k)));
+    if (k == Kind::List || k == Kind::Dict) fail(fmt::format("dict key of type {} is unhashable", kind_name(k)));
   }
 
   // ---- skipping (PickleOptions::skip_key) ------------------------------------------------------
   // The kind a value has, or would have had when it was not built: every check and message
   // uses this, so skipping never changes which input is refused or how.
-  static Kind kind_of(const Value& v) {
-    return v.kind == Kind::Skipped ? static_cast<Kind>(v.length) : v.kind;
-  }
+  static Kind kind_of(const Value& v) { return v.kind == Kind::Skipped ? static_cast<Kind>(v.length) : v.kind; }
   static Value skipped(Kind kind) {
     Value v;
     v.kind = Kind::Skipped;
@@ -539,8 +530,7 @@ class Machine {
   // Only a guess about where the container will go: check_built() and dict_update() verify it.
   bool skip_at(std::size_t size) const {
     if (skip_key_.empty()) return false;
-    if (size > 0 && (stack_[size - 1].kind == Kind::Skipped || is_skip_key(stack_[size - 1])))
-      return true;
+    if (size > 0 && (stack_[size - 1].kind == Kind::Skipped || is_skip_key(stack_[size - 1]))) return true;
     return floor_ > 0 && floor_ <= size && stack_[floor_ - 1].kind == Kind::Skipped;
   }
   // Items entering a built list or tuple must be built themselves.
@@ -564,14 +554,14 @@ class Machine {
   const unsigned char* end_;
   const unsigned char* op_at_ = nullptr;  // the opcode being run (for error messages)
   std::string_view origin_;
-  std::string_view skip_key_;  // empty: build everything
+  std::string_view skip_key_;                    // empty: build everything
   mutable const char* skip_key_seen_ = nullptr;  // where the skip key last appeared in the input
   Arena& arena_;
   ValueStack stack_;
   std::vector<std::size_t> marks_;  // stack index of each open MARK
-  std::size_t floor_ = 0;  // stack index of the innermost MARK (0 when none)
+  std::size_t floor_ = 0;           // stack index of the innermost MARK (0 when none)
   ValueStack memo_;
-  std::size_t memo_count_ = 0;  // set memo slots: Python's len(memo), which MEMOIZE uses
+  std::size_t memo_count_ = 0;       // set memo slots: Python's len(memo), which MEMOIZE uses
   std::size_t memo_overwrites_ = 0;  // memo_put()s over a set slot
   // The last dict take_flat_dict built with a key array of its own (DictObject), and how each
   // key was fetched: a GET's bytes, or kNoKeyBytes. While no memo slot is overwritten, the same
@@ -657,19 +647,16 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   if (n_items == 0) return;
   const bool built = target.kind != Kind::Skipped;
   // One test per pair for the usual str or int key and built value; the rest is looked at closely.
-  constexpr unsigned kLookCloser =
-      1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
-      1u << static_cast<unsigned>(Kind::Skipped);
+  constexpr unsigned kLookCloser = 1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
+                                   1u << static_cast<unsigned>(Kind::Skipped);
   for (std::size_t i = 0; i < n_items; i += 2) {
     const Value& key = stack_[first + i];
     const Value& value = stack_[first + i + 1];
-    if (((1u << static_cast<unsigned>(key.kind)) & kLookCloser) == 0 &&
-        value.kind != Kind::Skipped) [[likely]]
+    if (((1u << static_cast<unsigned>(key.kind)) & kLookCloser) == 0 && value.kind != Kind::Skipped) [[likely]]
       continue;
     check_key(key);
     // Into a built dict, a skipped value may stand only under the skip key; a skipped key never.
-    if (built && (key.kind == Kind::Skipped ||
-                  (value.kind == Kind::Skipped && !is_skip_key(key))))
+    if (built && (key.kind == Kind::Skipped || (value.kind == Kind::Skipped && !is_skip_key(key))))
       throw SkippedValueEscapes{};
   }
   if (!built) return;
@@ -748,14 +735,14 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
     const unsigned char* const limit = q + std::min<std::ptrdiff_t>(end - q, 4096);
     const unsigned char* key_end = q;
     for (;;) {
-      key_end = static_cast<const unsigned char*>(
-          std::memchr(key_end, APPENDS, static_cast<std::size_t>(limit - key_end)));
+      key_end =
+          static_cast<const unsigned char*>(std::memchr(key_end, APPENDS, static_cast<std::size_t>(limit - key_end)));
       if (!key_end || limit - key_end < 5) {
         key_end = nullptr;
         break;
       }
-      if (key_end[1] == SETITEMS || (kGetLength[key_end[1]] | kGetLength[key_end[2]] |
-                                     kGetLength[key_end[3]] | kGetLength[key_end[4]]) == 0)
+      if (key_end[1] == SETITEMS ||
+          (kGetLength[key_end[1]] | kGetLength[key_end[2]] | kGetLength[key_end[3]] | kGetLength[key_end[4]]) == 0)
         break;
       ++key_end;
     }
@@ -833,18 +820,15 @@ decoded:
 // the checked path would look at closer (an error, a key that is not plain, a skipped value under
 // another key, the input's last bytes), returns `at` with nothing changed: the checked path then
 // runs the same bytes. Returns the byte after SETITEMS on success, with the dict pushed.
-[[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(
-    const unsigned char* at) {
+[[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
   constexpr std::size_t kMaxPairs = kMaxFlatPairs;
   // Readable bytes at the start of a pair: a key (5) and a value (10, LONG1 of 8 bytes), each
   // maybe followed by MEMOIZE, and the opcode after. A str checks its own length.
   constexpr std::ptrdiff_t kPairBytes = 24;
   const unsigned char* const end = end_;
-  if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK || memo_count_ != memo_.size())
-    return at;
+  if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK || memo_count_ != memo_.size()) return at;
   // A pair may start at or before this with kPairBytes readable.
-  const unsigned char* const last_pair_start =
-      end - begin_ >= kPairBytes ? end - kPairBytes : begin_;
+  const unsigned char* const last_pair_start = end - begin_ >= kPairBytes ? end - kPairBytes : begin_;
   // New memo slots are written past the memo's top and kept only on success; at most one per
   // opcode read below (the dict, and each key, value and frames list).
   const std::size_t memo_before = memo_.size();
@@ -856,8 +840,7 @@ decoded:
     memo_count_ = memo_before;
     return at;
   };
-  constexpr unsigned kNotPlainKey = 1u << static_cast<unsigned>(Kind::List) |
-                                    1u << static_cast<unsigned>(Kind::Dict) |
+  constexpr unsigned kNotPlainKey = 1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
                                     1u << static_cast<unsigned>(Kind::Skipped);
   // The dict and its values go to the arena in one block, written in place and taken at the end
   // (nothing else allocates from the arena meanwhile); the keys gather here until it is known
@@ -876,8 +859,7 @@ decoded:
     Value values[kMaxPairs];
   } keys;
   std::array<std::uint64_t, kMaxPairs> key_bytes;  // as KeyTemplate::bytes
-  const KeyTemplate* tmpl =
-      key_template_.memo_overwrites == memo_overwrites_ ? &key_template_ : &kNoKeyTemplate;
+  const KeyTemplate* tmpl = key_template_.memo_overwrites == memo_overwrites_ ? &key_template_ : &kNoKeyTemplate;
   bool own_keys = false;  // keys[] and key_bytes[] hold keys [0, n)
   std::size_t n = 0;      // pairs read
   const unsigned char* q = at + 3;
@@ -912,11 +894,9 @@ decoded:
         q += kGetLength[*q];
       } else if (*q == SHORT_BINUNICODE) {
         const std::size_t length = q[1];
-        if (static_cast<std::size_t>(end - q) < 2 + length + kPairBytes ||
-            utf8_error_offset(q + 2, length) != length)
+        if (static_cast<std::size_t>(end - q) < 2 + length + kPairBytes || utf8_error_offset(q + 2, length) != length)
           return give_up();
-        k = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2),
-                      static_cast<std::uint32_t>(length));
+        k = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
         q += 2 + length;
       } else {
         return give_up();
@@ -943,11 +923,9 @@ decoded:
       }
       case SHORT_BINUNICODE: {
         const std::size_t length = q[1];
-        if (static_cast<std::size_t>(end - q) < 2 + length + 1 ||
-            utf8_error_offset(q + 2, length) != length)
+        if (static_cast<std::size_t>(end - q) < 2 + length + 1 || utf8_error_offset(q + 2, length) != length)
           return give_up();
-        v = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2),
-                      static_cast<std::uint32_t>(length));
+        v = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
         q += 2 + length;
         break;
       }
@@ -1096,8 +1074,7 @@ Value Machine::read_text_int(std::string_view s, bool long_form) {
   } else {
     std::int64_t i = 0;
     auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), i);
-    if (ec == std::errc() && p == digits.data() + digits.size() && !digits.empty())
-      return make_int(i);
+    if (ec == std::errc() && p == digits.data() + digits.size() && !digits.empty()) return make_int(i);
   }
   fail(fmt::format("expected a decimal integer within 64 bits, got '{}'", s.substr(0, 40)));
 }
@@ -1144,10 +1121,14 @@ Value Machine::read_raw_unicode_escape(std::string_view s) {
     for (std::size_t k = 0; k < count; ++k) {
       char h = s[i + k];
       std::uint32_t d;
-      if (h >= '0' && h <= '9') d = h - '0';
-      else if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
-      else fail("bad hex digit in \\uXXXX escape of UNICODE argument");
+      if (h >= '0' && h <= '9')
+        d = h - '0';
+      else if (h >= 'a' && h <= 'f')
+        d = h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F')
+        d = h - 'A' + 10;
+      else
+        fail("bad hex digit in \\uXXXX escape of UNICODE argument");
       cp = cp * 16 + d;
     }
     if (cp > 0x10ffff) fail("\\U escape beyond U+10FFFF in UNICODE argument");
@@ -1163,8 +1144,7 @@ Value Machine::read_raw_unicode_escape(std::string_view s) {
 Value Machine::read_str(const unsigned char* p, std::uint64_t n) {
   std::uint32_t len = checked_length(n, "str");
   std::size_t bad = utf8_error_offset(p, len);
-  if (bad != len)
-    fail(fmt::format("str is not valid UTF-8 (byte {} of the string)", bad));
+  if (bad != len) fail(fmt::format("str is not valid UTF-8 (byte {} of the string)", bad));
   return make_text(Kind::Str, reinterpret_cast<const char*>(p), len);
 }
 
@@ -1191,16 +1171,18 @@ void Machine::refuse() {
     case EXT1:
     case EXT2:
     case EXT4:
-      fail("refused: it imports, builds or calls a Python object; only plain data "
-           "(dict, list, tuple, str, bytes, int, float, bool, None) is read");
+      fail(
+          "refused: it imports, builds or calls a Python object; only plain data "
+          "(dict, list, tuple, str, bytes, int, float, bool, None) is read");
     case STRING:
     case EMPTY_SET:
     case ADDITEMS:
     case FROZENSET:
     case NEXT_BUFFER:
     case READONLY_BUFFER:
-      fail("not supported: snapshots hold only dict, list, tuple, str, bytes, int, float, bool "
-           "and None");
+      fail(
+          "not supported: snapshots hold only dict, list, tuple, str, bytes, int, float, bool "
+          "and None");
     default:
       fail("unknown opcode (expected a pickle opcode of protocol 0-5)");
   }
@@ -1210,8 +1192,8 @@ Value Machine::run(int& protocol) {
   const unsigned char* p = begin_;
   for (;;) {
     if (p >= end_) [[unlikely]]
-      throw InputError(fmt::format("{}: pickle byte {}: input ends before STOP (truncated pickle)",
-                                   origin_, p - begin_));
+      throw InputError(
+          fmt::format("{}: pickle byte {}: input ends before STOP (truncated pickle)", origin_, p - begin_));
     op_at_ = p;
     const unsigned char op = *p++;
     switch (op) {
@@ -1219,8 +1201,7 @@ Value Machine::run(int& protocol) {
       case PROTO: {
         int v = *need(p, 1);
         if (v > kHighestProtocol)
-          fail(fmt::format("unsupported pickle protocol {} (expected 0-{})", v,
-                           kHighestProtocol));
+          fail(fmt::format("unsupported pickle protocol {} (expected 0-{})", v, kHighestProtocol));
         protocol = v;
         break;
       }
@@ -1241,8 +1222,10 @@ Value Machine::run(int& protocol) {
         break;
       case POP:
         // Python pops the innermost MARK when nothing is above it.
-        if (depth() > 0) stack_.pop_back();
-        else stack_.shrink_to(pop_mark());
+        if (depth() > 0)
+          stack_.pop_back();
+        else
+          stack_.shrink_to(pop_mark());
         break;
       case POP_MARK:
         stack_.shrink_to(pop_mark());
@@ -1267,8 +1250,10 @@ Value Machine::run(int& protocol) {
               break;
             }
           }
-          if (*op_at_ == BINGET) memo_get(*need(p, 1));
-          else memo_get(load_le<std::uint32_t>(need(p, 4)));
+          if (*op_at_ == BINGET)
+            memo_get(*need(p, 1));
+          else
+            memo_get(load_le<std::uint32_t>(need(p, 4)));
           if (p == end_ || kGetLength[*p] == 0) break;
           op_at_ = p++;
         }
@@ -1389,8 +1374,7 @@ Value Machine::run(int& protocol) {
       }
       case SHORT_BINBYTES: {
         std::size_t n = *need(p, 1);
-        push(make_text(Kind::Bytes, reinterpret_cast<const char*>(need(p, n)),
-                       static_cast<std::uint32_t>(n)));
+        push(make_text(Kind::Bytes, reinterpret_cast<const char*>(need(p, n)), static_cast<std::uint32_t>(n)));
         break;
       }
       case BINBYTES: {
@@ -1502,18 +1486,29 @@ Value Machine::run(int& protocol) {
 
 std::string_view kind_name(Kind kind) {
   switch (kind) {
-    case Kind::None: return "None";
-    case Kind::Bool: return "bool";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return "bool";
     case Kind::Int:
-    case Kind::UInt: return "int";
-    case Kind::Float: return "float";
-    case Kind::Str: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::List: return "list";
-    case Kind::Tuple: return "tuple";
-    case Kind::Dict: return "dict";
-    case Kind::Missing: return "missing";
-    case Kind::Skipped: return "skipped";
+    case Kind::UInt:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::Str:
+      return "str";
+    case Kind::Bytes:
+      return "bytes";
+    case Kind::List:
+      return "list";
+    case Kind::Tuple:
+      return "tuple";
+    case Kind::Dict:
+      return "dict";
+    case Kind::Missing:
+      return "missing";
+    case Kind::Skipped:
+      return "skipped";
   }
   return "?";
 }
@@ -1529,8 +1524,7 @@ const Value* Value::find(std::string_view key) const {
   // From the back: the last SETITEM of a key wins, as in Python.
   for (std::uint32_t i = dict->size; i-- > 0;) {
     const Value& k = dict->keys[i];
-    if (k.kind == Kind::Str && k.length == key.size() &&
-        std::memcmp(k.text, key.data(), key.size()) == 0)
+    if (k.kind == Kind::Str && k.length == key.size() && std::memcmp(k.text, key.data(), key.size()) == 0)
       return &dict->values[i];
   }
   return nullptr;
@@ -1617,8 +1611,7 @@ void Arena::refill(std::size_t bytes) {
   chunks_.push_back(chunk);
 }
 
-PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin,
-                               const PickleOptions& options)
+PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin, const PickleOptions& options)
     // Containers take 4-6 bytes per pickle byte (16-byte values from 1-5 byte opcodes). A first
     // chunk of 4x is only address space until it is written, and saves most chained chunks.
     : arena_(std::max<std::size_t>(4 * bytes.size(), 64 * 1024)) {

@@ -35,8 +35,8 @@ namespace fraglab::pickle {
 enum class Kind : std::uint8_t {
   None,
   Bool,
-  Int,    // signed 64-bit
-  UInt,   // an integer in [2^63, 2^64): only unsigned values that do not fit Int
+  Int,   // signed 64-bit
+  UInt,  // an integer in [2^63, 2^64): only unsigned values that do not fit Int
   Float,
   Str,
   Bytes,  // bytes and bytearray
@@ -174,8 +174,7 @@ class PickleDocument {
  public:
   // Parses `bytes` up to its STOP opcode (trailing bytes are ignored, as pickle.loads does).
   // `origin` (a file name) starts every error message. Throws InputError on bad input.
-  PickleDocument(std::string_view bytes, std::string_view origin,
-                 const PickleOptions& options = {});
+  PickleDocument(std::string_view bytes, std::string_view origin, const PickleOptions& options = {});
   PickleDocument(const PickleDocument&) = delete;
   PickleDocument& operator=(const PickleDocument&) = delete;
 

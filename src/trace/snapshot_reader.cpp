@@ -36,8 +36,8 @@ using pickle::Kind;
 using pickle::Value;
 
 // Pages and segment sizes the snapshot format implies (cca-spec §1.1, §7.1).
-constexpr Bytes kSmallSegment = 2 * MiB;        // every small-pool cudaMalloc segment
-constexpr Bytes kDefaultLargePage = 20 * MiB;   // large_segment_size / max_non_split_rounding
+constexpr Bytes kSmallSegment = 2 * MiB;       // every small-pool cudaMalloc segment
+constexpr Bytes kDefaultLargePage = 20 * MiB;  // large_segment_size / max_non_split_rounding
 
 enum class Action : std::uint8_t {
   Alloc,
@@ -89,18 +89,20 @@ bool is(std::string_view name, const char (&literal)[N]) {
 // The keys parse_snapshot reads (cca-spec §11.3-§11.5), by where they sit: everything else in
 // a trace entry, segment or block is ignored. The enums index the DictLayouts' names.
 enum EntryField : std::size_t { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree };
-constexpr std::array<std::string_view, 6> kEntryKeys{"action", "addr",    "size",
-                                                     "stream", "time_us", "device_free"};
+constexpr std::array<std::string_view, 6> kEntryKeys{"action", "addr", "size", "stream", "time_us", "device_free"};
 enum SegmentField : std::size_t {
-  kSegDevice, kSegAddress, kSegTotalSize, kSegStream, kSegType, kSegExpandable, kSegBlocks
+  kSegDevice,
+  kSegAddress,
+  kSegTotalSize,
+  kSegStream,
+  kSegType,
+  kSegExpandable,
+  kSegBlocks
 };
-constexpr std::array<std::string_view, 7> kSegmentKeys{
-    "device", "address", "total_size", "stream", "segment_type", "is_expandable", "blocks"};
-enum BlockField : std::size_t {
-  kBlockState, kBlockAddress, kBlockSize, kBlockRequested, kBlockHistory
-};
-constexpr std::array<std::string_view, 5> kBlockKeys{"state", "address", "size", "requested_size",
-                                                     "history"};
+constexpr std::array<std::string_view, 7> kSegmentKeys{"device",       "address",       "total_size", "stream",
+                                                       "segment_type", "is_expandable", "blocks"};
+enum BlockField : std::size_t { kBlockState, kBlockAddress, kBlockSize, kBlockRequested, kBlockHistory };
+constexpr std::array<std::string_view, 5> kBlockKeys{"state", "address", "size", "requested_size", "history"};
 
 // Where a value sits in the snapshot, for error messages; formatted only when one is thrown.
 struct Loc {
@@ -110,12 +112,18 @@ struct Loc {
   std::size_t j = 0;  // block index, or entry index
   std::string str() const {
     switch (kind) {
-      case Snapshot: return "snapshot";
-      case Settings: return "allocator_settings";
-      case Segment: return fmt::format("segments[{}]", i);
-      case Block: return fmt::format("segments[{}] block {}", i, j);
-      case BlockHistory: return fmt::format("segments[{}] block {} history", i, j);
-      case Entry: return fmt::format("device_traces[{}] entry {}", i, j);
+      case Snapshot:
+        return "snapshot";
+      case Settings:
+        return "allocator_settings";
+      case Segment:
+        return fmt::format("segments[{}]", i);
+      case Block:
+        return fmt::format("segments[{}] block {}", i, j);
+      case BlockHistory:
+        return fmt::format("segments[{}] block {} history", i, j);
+      case Entry:
+        return fmt::format("device_traces[{}] entry {}", i, j);
     }
     return "?";
   }
@@ -173,9 +181,7 @@ class AddressTable {
 
 // Sizes of 2^60 and more are corrupt (no device has an exabyte), and a range must not wrap
 // around the address space: the segment arithmetic below relies on both.
-bool plausible_range(Addr addr, Bytes size) {
-  return size < (Bytes{1} << 60) && addr + size >= addr;
-}
+bool plausible_range(Addr addr, Bytes size) { return size < (Bytes{1} << 60) && addr + size >= addr; }
 
 // Ids of initial allocations are known only once all are found; until then an event refers to
 // one by this tag plus its discovery index.
@@ -183,26 +189,21 @@ constexpr std::uint64_t kInitialRef = std::uint64_t{1} << 63;
 
 class SnapshotReader {
  public:
-  SnapshotReader(std::string_view origin, const TraceReadOptions& options)
-      : origin_(origin), options_(options) {}
+  SnapshotReader(std::string_view origin, const TraceReadOptions& options) : origin_(origin), options_(options) {}
 
   Trace read(const Value& root);
 
  private:
   // ---- errors: one line, naming the file and where -----------------------------------------
-  [[noreturn, gnu::cold, gnu::noinline]] void fail(const Loc& where,
-                                                   std::string_view what) const {
+  [[noreturn, gnu::cold, gnu::noinline]] void fail(const Loc& where, std::string_view what) const {
     throw InputError(fmt::format("{}: {}: {}", origin_, where.str(), what));
   }
-  [[noreturn, gnu::cold, gnu::noinline]] void fail_entry(std::size_t i,
-                                                         std::string_view what) const {
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_entry(std::size_t i, std::string_view what) const {
     fail(Loc{Loc::Entry, device_, i}, what);
   }
   [[noreturn, gnu::cold, gnu::noinline]] void fail_type(const Loc& where, std::string_view key,
-                                                        std::string_view expected,
-                                                        const Value& got) const {
-    fail(where, fmt::format("key '{}': expected {}, got {}", key, expected,
-                            pickle::kind_name(got.kind)));
+                                                        std::string_view expected, const Value& got) const {
+    fail(where, fmt::format("key '{}': expected {}, got {}", key, expected, pickle::kind_name(got.kind)));
   }
 
   // ---- typed field access ------------------------------------------------------------------
@@ -213,8 +214,7 @@ class SnapshotReader {
   }
   // The same for a key of the dict last passed to layout.look_at().
   template <std::size_t N>
-  const Value& field(const DictLayout<N>& layout, const Value& dict, std::size_t key,
-                     const Loc& where) const {
+  const Value& field(const DictLayout<N>& layout, const Value& dict, std::size_t key, const Loc& where) const {
     const Value* v = layout.get(dict, key);
     if (!v) fail(where, fmt::format("missing key '{}'", layout.name(key)));
     return *v;
@@ -232,8 +232,7 @@ class SnapshotReader {
     return as_u64(field(d, key, where), key, where);
   }
   template <std::size_t N>
-  std::uint64_t u64_field(const DictLayout<N>& layout, const Value& dict, std::size_t key,
-                          const Loc& where) const {
+  std::uint64_t u64_field(const DictLayout<N>& layout, const Value& dict, std::size_t key, const Loc& where) const {
     return as_u64(field(layout, dict, key, where), layout.name(key), where);
   }
 
@@ -242,6 +241,7 @@ class SnapshotReader {
   const Value& segments_of(const Value& root) const;
   const Value* device_traces_of(const Value& root) const;
   void choose_device(const Value& root);
+
  public:
   // Devices with trace entries or segments (checks the top-level layout on the way).
   std::set<std::uint64_t> devices_with_data(const Value& root) const;
@@ -270,7 +270,7 @@ class SnapshotReader {
   DictLayout<kSegmentKeys.size()> segment_layout_{kSegmentKeys};
   DictLayout<kBlockKeys.size()> block_layout_{kBlockKeys};
 
-  AddressTable addresses_;  // allocation lifetimes while walking the trace forward
+  AddressTable addresses_;                  // allocation lifetimes while walking the trace forward
   std::vector<InitialAllocation> initial_;  // discovery order; ids assigned later
   std::uint64_t trace_allocs_ = 0;
 };
@@ -292,11 +292,10 @@ std::string file_stem(std::string_view origin) {
 // that list too); _snapshot() / _dump_snapshot() give a dict with `segments` and `device_traces`.
 void SnapshotReader::check_root(const Value& root) const {
   if (!root.is_dict() && !root.is_sequence())
-    fail(Loc{Loc::Snapshot},
-         fmt::format("expected a dict with 'segments' and 'device_traces' (as "
-                     "torch.cuda.memory._snapshot() gives) or a list of segments (as 1.13's "
-                     "memory_snapshot() gives) at the top, got {}",
-                     pickle::kind_name(root.kind)));
+    fail(Loc{Loc::Snapshot}, fmt::format("expected a dict with 'segments' and 'device_traces' (as "
+                                         "torch.cuda.memory._snapshot() gives) or a list of segments (as 1.13's "
+                                         "memory_snapshot() gives) at the top, got {}",
+                                         pickle::kind_name(root.kind)));
 }
 
 const Value& SnapshotReader::segments_of(const Value& root) const {
@@ -332,8 +331,8 @@ std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) con
     const Value& list = device_lists[d];
     if (list.is_none()) continue;
     if (!list.is_sequence())
-      fail(top, fmt::format("device_traces[{}]: expected a list of trace entries, got {}", d,
-                            pickle::kind_name(list.kind)));
+      fail(top,
+           fmt::format("device_traces[{}]: expected a list of trace entries, got {}", d, pickle::kind_name(list.kind)));
     if (!list.items().empty()) with_data.insert(d);
   }
   auto segs = segments.items();
@@ -372,8 +371,7 @@ void SnapshotReader::choose_device(const Value& root) {
                             list_devices()));
     device_ = static_cast<std::size_t>(*with_data.begin());
   }
-  if (device_ < device_lists.size() && device_lists[device_].is_sequence())
-    device_entries_ = &device_lists[device_];
+  if (device_ < device_lists.size() && device_lists[device_].is_sequence()) device_entries_ = &device_lists[device_];
   collect_segments(segments);
 }
 
@@ -449,8 +447,7 @@ Action action_from_name(std::string_view a, bool& known) {
 // The fields come from where the last entry kept them (DictLayout), not a lookup per field, and
 // only those the action needs are looked at.
 inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
-  if (!e.is_dict())
-    fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
+  if (!e.is_dict()) fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
   entry_layout_.look_at(e);
   const Value* action = entry_layout_.get(e, kAction);
   if (!action) fail_entry(i, "missing key 'action'");
@@ -472,8 +469,7 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   };
   if (out.action == Action::Oom) {
     out.addr = as_u64(need(kDeviceFree), "device_free", where);
-    if (const Value* stream = entry_layout_.get(e, kStream))
-      out.stream = as_u64(*stream, "stream", where);
+    if (const Value* stream = entry_layout_.get(e, kStream)) out.stream = as_u64(*stream, "stream", where);
   } else {
     out.addr = as_u64(need(kAddr), "addr", where);
     out.stream = as_u64(need(kStream), "stream", where);
@@ -540,8 +536,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
           lookahead = decode_entry(entries[i + 1], i + 1);
           has_lookahead = true;
         }
-        const bool joined = has_lookahead && lookahead.action == Action::FreeCompleted &&
-                            lookahead.addr == e.addr;
+        const bool joined = has_lookahead && lookahead.action == Action::FreeCompleted && lookahead.addr == e.addr;
         if (!slot.live) {  // allocated before the trace started
           slot.live = true;
           slot.ref = discover(e, false);
@@ -602,8 +597,8 @@ void SnapshotReader::add_block_allocations() {
   for (const SnapshotSegment& seg : segments_) {
     auto blocks = seg.blocks->items();
     const Addr seg_end = seg.addr + seg.size;  // plausible_range() held in collect_segments
-    Addr next = seg.addr;  // where the next block starts: blocks are listed in address order
-    bool derived = false;  // some block had no 'address' and was placed at `next`
+    Addr next = seg.addr;                      // where the next block starts: blocks are listed in address order
+    bool derived = false;                      // some block had no 'address' and was placed at `next`
     for (std::size_t b = 0; b < blocks.size(); ++b) {
       const Value& block = blocks[b];
       const Loc where{Loc::Block, seg.index, b};
@@ -680,8 +675,7 @@ void SnapshotReader::rebuild_segments(Trace& trace) const {
   std::map<Addr, Range> ranges;
   for (const SnapshotSegment& s : segments_) {
     if (!ranges.try_emplace(s.addr, Range{s.size, s.stream, s.small_pool, s.expandable}).second)
-      fail(Loc{Loc::Segment, s.index},
-           fmt::format("two segments of device {} start at 0x{:x}", device_, s.addr));
+      fail(Loc{Loc::Segment, s.index}, fmt::format("two segments of device {} start at 0x{:x}", device_, s.addr));
   }
   // The range containing [addr, addr + size), or end().
   auto containing = [&](Addr addr, Bytes size) {
@@ -734,11 +728,9 @@ void SnapshotReader::rebuild_segments(Trace& trace) const {
         Addr start = it->first;
         Addr end = start + run.size;
         ranges.erase(it);
-        if (e.addr > start) ranges.emplace(start, Range{e.addr - start, run.stream,
-                                                        run.small_pool, run.expandable});
+        if (e.addr > start) ranges.emplace(start, Range{e.addr - start, run.stream, run.small_pool, run.expandable});
         if (e.addr + e.size < end)
-          ranges.emplace(e.addr + e.size, Range{end - (e.addr + e.size), run.stream,
-                                                run.small_pool, run.expandable});
+          ranges.emplace(e.addr + e.size, Range{end - (e.addr + e.size), run.stream, run.small_pool, run.expandable});
         break;
       }
       case Action::SegmentUnmap: {  // undo = those pages were mapped: re-join the runs
@@ -754,8 +746,7 @@ void SnapshotReader::rebuild_segments(Trace& trace) const {
         auto next = ranges.lower_bound(e.addr);
         if (next != ranges.begin()) {
           auto prev = std::prev(next);
-          if (prev->second.expandable && prev->second.stream == e.stream &&
-              prev->first + prev->second.size == e.addr) {
+          if (prev->second.expandable && prev->second.stream == e.stream && prev->first + prev->second.size == e.addr) {
             start = prev->first;
             run.size += prev->second.size;
             run.small_pool = prev->second.small_pool;
@@ -780,8 +771,7 @@ void SnapshotReader::rebuild_segments(Trace& trace) const {
   }
   trace.initial.segments.reserve(ranges.size());
   for (const auto& [addr, r] : ranges)
-    trace.initial.segments.push_back(
-        InitialSegment{addr, r.size, r.stream, r.small_pool, r.expandable});
+    trace.initial.segments.push_back(InitialSegment{addr, r.size, r.stream, r.small_pool, r.expandable});
 }
 
 // Initial allocations get ids 1..k in address order, trace allocations k+1.. in trace order.
@@ -796,17 +786,15 @@ void SnapshotReader::number_allocations(Trace& trace) {
     InitialAllocation a = initial_[order[r]];
     if (r > 0 && trace.initial.allocations.back().addr == a.addr)
       fail(Loc{Loc::Snapshot}, fmt::format("two allocations live at trace start share address 0x{:x} "
-                                   "(snapshot and trace disagree)",
-                                   a.addr));
+                                           "(snapshot and trace disagree)",
+                                           a.addr));
     a.id = r + 1;
     id_of[order[r]] = a.id;
     trace.initial.allocations.push_back(a);
   }
   const std::uint64_t k = initial_.size();
   for (Event& ev : trace.events) {
-    if (ev.op != Op::Alloc && ev.op != Op::Free && ev.op != Op::FreeRequested &&
-        ev.op != Op::FreeCompleted)
-      continue;
+    if (ev.op != Op::Alloc && ev.op != Op::Free && ev.op != Op::FreeRequested && ev.op != Op::FreeCompleted) continue;
     ev.id = (ev.id & kInitialRef) ? id_of[ev.id & ~kInitialRef] : ev.id + k;
   }
 }
@@ -819,10 +807,9 @@ void SnapshotReader::check_allocations_in_segments(const Trace& trace) const {
   for (const InitialAllocation& a : trace.initial.allocations) {  // both sorted by address
     while (s < segs.size() && segs[s].addr + segs[s].size <= a.addr) ++s;
     if (s == segs.size() || segs[s].addr > a.addr)
-      fail(Loc{Loc::Snapshot},
-           fmt::format("allocation {} at 0x{:x}, live at trace start, lies in no segment that "
-                       "exists at trace start (snapshot and trace disagree)",
-                       a.id, a.addr));
+      fail(Loc{Loc::Snapshot}, fmt::format("allocation {} at 0x{:x}, live at trace start, lies in no segment that "
+                                           "exists at trace start (snapshot and trace disagree)",
+                                           a.id, a.addr));
   }
 }
 
@@ -839,8 +826,7 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
   std::vector<std::string> items;
   auto mib = [&](const Value& v, std::string_view key) {
     std::uint64_t bytes = as_u64(v, key, where);
-    if (bytes % MiB)
-      fail(where, fmt::format("key '{}': {} bytes is not a whole number of MiB", key, bytes));
+    if (bytes % MiB) fail(where, fmt::format("key '{}': {} bytes is not a whole number of MiB", key, bytes));
     return bytes / MiB;
   };
 
@@ -867,8 +853,9 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
           ok = true;
         }
         if (!ok)
-          fail(where, "key 'roundup_power2_divisions': expected interval keys like \"1\", "
-                      "\"2\", ... \"32768\"");
+          fail(where,
+               "key 'roundup_power2_divisions': expected interval keys like \"1\", "
+               "\"2\", ... \"32768\"");
         std::uint64_t div = as_u64(v->dict_value(k), "roundup_power2_divisions", where);
         any = any || div != 0;
         slots.emplace_back(bound, div);
@@ -889,9 +876,12 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
   }
   if (const Value* v = settings->find("garbage_collection_threshold")) {
     double t = 0;
-    if (v->kind == Kind::Float) t = v->real;
-    else if (v->kind == Kind::Int) t = static_cast<double>(v->integer);
-    else fail_type(where, "garbage_collection_threshold", "a float", *v);
+    if (v->kind == Kind::Float)
+      t = v->real;
+    else if (v->kind == Kind::Int)
+      t = static_cast<double>(v->integer);
+    else
+      fail_type(where, "garbage_collection_threshold", "a float", *v);
     if (t > 0) items.push_back(fmt::format("garbage_collection_threshold:{}", t));
   }
   if (const Value* v = settings->find("expandable_segments")) {
@@ -906,8 +896,7 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
     std::uint64_t m = mib(*v, "large_segment_size");
     if (m * MiB != kDefaultLargePage) items.push_back(fmt::format("large_segment_size_mb:{}", m));
   }
-  for (std::size_t i = 0; i < items.size(); ++i)
-    trace.allocator_conf += (i ? "," : "") + items[i];
+  for (std::size_t i = 0; i < items.size(); ++i) trace.allocator_conf += (i ? "," : "") + items[i];
 }
 
 Trace SnapshotReader::read(const Value& root) {
@@ -923,8 +912,7 @@ Trace SnapshotReader::read(const Value& root) {
     if (large_page_ == 0) large_page_ = kDefaultLargePage;
   }
   choose_device(root);
-  const std::span<const Value> entries =
-      device_entries_ ? device_entries_->items() : std::span<const Value>();
+  const std::span<const Value> entries = device_entries_ ? device_entries_->items() : std::span<const Value>();
   trace.source_entries = entries.size();
   emit_events(entries, trace);
   add_block_allocations();
@@ -939,8 +927,7 @@ Trace SnapshotReader::read(const Value& root) {
 // Stack frames are most of every snapshot and nothing here reads them (§11.5): not built.
 constexpr pickle::PickleOptions kSnapshotPickle{.skip_key = "frames"};
 
-Trace parse_snapshot(std::string_view bytes, std::string_view origin,
-                     const TraceReadOptions& options) {
+Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options) {
   pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
   Trace trace = SnapshotReader(origin, options).read(doc.root());
   validate_trace(trace, origin);

@@ -97,17 +97,16 @@ TraceSummary summarize(const Trace& trace) {
 
 namespace {
 
-[[noreturn]] void fail_event(std::string_view origin, std::size_t index, Op op,
-                             std::string_view what) {
+[[noreturn]] void fail_event(std::string_view origin, std::size_t index, Op op, std::string_view what) {
   throw InputError(fmt::format("{}: event {} ({}): {}", origin, index, op_name(op), what));
 }
 
-void check_string(const Trace& trace, std::uint64_t index, std::string_view origin,
-                  std::size_t event, Op op, const char* what) {
+void check_string(const Trace& trace, std::uint64_t index, std::string_view origin, std::size_t event, Op op,
+                  const char* what) {
   if (index >= trace.strings.size())
-    fail_event(origin, event, op,
-               fmt::format("{} string index {} out of range (the trace has {} strings)", what,
-                           index, trace.strings.size()));
+    fail_event(
+        origin, event, op,
+        fmt::format("{} string index {} out of range (the trace has {} strings)", what, index, trace.strings.size()));
 }
 
 }  // namespace
@@ -116,19 +115,17 @@ void validate_trace(const Trace& trace, std::string_view origin) {
   detail::LiveAllocations live;
   for (std::size_t i = 0; i < trace.initial.segments.size(); ++i) {
     if (trace.initial.segments[i].size >= detail::kImpossibleSize)
-      throw InputError(fmt::format("{}: initial segment {}: impossible size {} (expected < 2^60)",
-                                   origin, i, trace.initial.segments[i].size));
+      throw InputError(fmt::format("{}: initial segment {}: impossible size {} (expected < 2^60)", origin, i,
+                                   trace.initial.segments[i].size));
   }
   for (std::size_t i = 0; i < trace.initial.allocations.size(); ++i) {
     const InitialAllocation& a = trace.initial.allocations[i];
     if (a.requested == 0 || a.requested >= detail::kImpossibleSize)
-      throw InputError(fmt::format(
-          "{}: initial allocation {} (id {}): impossible size {} (expected 1 .. 2^60-1)", origin, i,
-          a.id, a.requested));
+      throw InputError(fmt::format("{}: initial allocation {} (id {}): impossible size {} (expected 1 .. 2^60-1)",
+                                   origin, i, a.id, a.requested));
     if (!live.add_initial(a.id, a.requested, a.free_requested))
       throw InputError(
-          fmt::format("{}: initial allocation {}: id {} is already live (expected unique ids)",
-                      origin, i, a.id));
+          fmt::format("{}: initial allocation {}: id {} is already live (expected unique ids)", origin, i, a.id));
   }
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];

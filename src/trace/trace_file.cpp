@@ -92,8 +92,7 @@ class GzipStreambuf : public std::streambuf {
  public:
   explicit GzipStreambuf(std::ostream& sink) : sink_(sink) {
     // Level 6 (zlib's default); 15 + 16 asks for a gzip wrapper with an all-zero header.
-    ok_ = deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) ==
-          Z_OK;
+    ok_ = deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK;
   }
   ~GzipStreambuf() override { deflateEnd(&zs_); }
   GzipStreambuf(const GzipStreambuf&) = delete;
@@ -109,8 +108,8 @@ class GzipStreambuf : public std::streambuf {
   std::streamsize xsputn(const char* s, std::streamsize n) override {
     if (!ok_) return 0;
     for (std::streamsize done = 0; done < n;) {
-      auto piece = static_cast<std::size_t>(
-          std::min<std::streamsize>(n - done, static_cast<std::streamsize>(kZlibChunk)));
+      auto piece =
+          static_cast<std::size_t>(std::min<std::streamsize>(n - done, static_cast<std::streamsize>(kZlibChunk)));
       compress(s + done, piece, Z_NO_FLUSH);
       done += static_cast<std::streamsize>(piece);
     }
@@ -157,15 +156,11 @@ std::string trace_name(const std::string& path) {
   return p.stem().string();
 }
 
-std::string origin_of(const std::string& path) {
-  return path == kStdinPath ? std::string(kStdinOrigin) : path;
-}
+std::string origin_of(const std::string& path) { return path == kStdinPath ? std::string(kStdinOrigin) : path; }
 
 // 0x80 is the PROTO opcode that starts every pickle of protocol 2 or later (snapshots are 2, 4
 // or 5, cca-spec §11.1); JSONL starts with '{' or whitespace.
-bool is_pickle(std::string_view bytes) {
-  return !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80;
-}
+bool is_pickle(std::string_view bytes) { return !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80; }
 
 // Streams (pipes, FIFOs, character devices) have no size to trust: read them in pieces, up to
 // this much (far beyond any trace; an endless stream of plausible text stops here).
@@ -175,17 +170,14 @@ constexpr std::size_t kStreamChunk = std::size_t{1} << 20;
 // Standard input can be read once; a second "-" in the same run would see it empty.
 std::atomic<bool> stdin_taken{false};
 
-[[noreturn]] void not_a_trace_error(const std::string& origin, const std::string& what,
-                                    bool gzipped) {
-  throw InputError(fmt::format("{}: {}{}", origin, gzipped ? "after gzip decompression, " : "",
-                               what));
+[[noreturn]] void not_a_trace_error(const std::string& origin, const std::string& what, bool gzipped) {
+  throw InputError(fmt::format("{}: {}{}", origin, gzipped ? "after gzip decompression, " : "", what));
 }
 
 // Every byte of an open descriptor. `regular`: its size is `size` (read in one piece, then to
 // the end in case it grew); otherwise a stream, capped at kMaxStreamBytes and, for a trace,
 // refused as soon as its first bytes cannot start one (detail::not_a_trace_start).
-std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t size,
-                    bool as_trace) {
+std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t size, bool as_trace) {
   std::string bytes;
   std::size_t len = 0;
   bool sniffed = regular || !as_trace;
@@ -194,9 +186,10 @@ std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t
     for (;;) {
       if (len == bytes.size()) {
         if (!regular && len >= kMaxStreamBytes)
-          throw InputError(fmt::format("{}: stopped after {} bytes of a stream that does not "
-                                       "end; expected a trace file",
-                                       origin, len));
+          throw InputError(
+              fmt::format("{}: stopped after {} bytes of a stream that does not "
+                          "end; expected a trace file",
+                          origin, len));
         bytes.resize(std::min(len * 2, kMaxStreamBytes));
       }
       ssize_t n = ::read(fd, bytes.data() + len, bytes.size() - len);
@@ -227,13 +220,15 @@ std::string read_input(const std::string& path, bool as_trace) {
   int fd = STDIN_FILENO;
   if (from_stdin) {
     if (stdin_taken.exchange(true))
-      throw InputError(fmt::format("{}: already read for an earlier '-' (standard input can be "
-                                   "given once)",
-                                   origin));
+      throw InputError(
+          fmt::format("{}: already read for an earlier '-' (standard input can be "
+                      "given once)",
+                      origin));
     if (::isatty(fd))
-      throw InputError(fmt::format("{}: is a terminal; expected a trace piped or redirected in "
-                                   "(e.g. fraglab inspect - < trace.jsonl)",
-                                   origin));
+      throw InputError(
+          fmt::format("{}: is a terminal; expected a trace piped or redirected in "
+                      "(e.g. fraglab inspect - < trace.jsonl)",
+                      origin));
   } else {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", origin, std::strerror(errno)));
@@ -246,19 +241,18 @@ std::string read_input(const std::string& path, bool as_trace) {
     }
   } closer{fd, !from_stdin};
   struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw InputError(fmt::format("{}: cannot read: {}", origin, std::strerror(errno)));
+  if (::fstat(fd, &st) != 0) throw InputError(fmt::format("{}: cannot read: {}", origin, std::strerror(errno)));
   if (S_ISDIR(st.st_mode))
-    throw InputError(fmt::format("{}: is a directory; {}", origin,
-                                 as_trace ? detail::kExpectedTrace : "expected a file"));
+    throw InputError(
+        fmt::format("{}: is a directory; {}", origin, as_trace ? detail::kExpectedTrace : "expected a file"));
   const bool regular = S_ISREG(st.st_mode);
-  std::string bytes = read_fd(fd, origin, regular, regular ? static_cast<std::size_t>(st.st_size) : 0,
-                              as_trace);
+  std::string bytes = read_fd(fd, origin, regular, regular ? static_cast<std::size_t>(st.st_size) : 0, as_trace);
   const bool gzipped = is_gzip(bytes);
   if (!gzipped && !from_stdin && ends_with(path, ".gz") && !bytes.empty())
-    throw InputError(fmt::format("{}: is named .gz but is not gzip data (it starts with {}); "
-                                 "expected a gzip stream (starting 1f 8b)",
-                                 origin, detail::hex_prefix(bytes)));
+    throw InputError(
+        fmt::format("{}: is named .gz but is not gzip data (it starts with {}); "
+                    "expected a gzip stream (starting 1f 8b)",
+                    origin, detail::hex_prefix(bytes)));
   if (gzipped) {
     try {
       bytes = gunzip(bytes, origin);

@@ -69,8 +69,11 @@ std::string request_hash(const Trace& trace) {
         h.byte('C');
         h.u64(ordinal(e.id, true));
         break;
-      case Op::EmptyCache: h.byte('E'); break;
-      default: break;  // marks and observed events are not requests
+      case Op::EmptyCache:
+        h.byte('E');
+        break;
+      default:
+        break;  // marks and observed events are not requests
     }
   }
   return fmt::format("fnv1a64:{:016x}", h.value());

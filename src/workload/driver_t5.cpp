@@ -67,10 +67,9 @@ class T5Driver final : public ModelDriver {
       }
       dec_runs_.push_back(run_block(table, layout_.block_unit(le + k), binds));
     }
-    head_ = run_root(t_.head, {{"h", &dec_[ld]},
-                               {"labels", &batch_[2]},
-                               {"logits", &outputs_.logits()},
-                               {"loss", &outputs_.loss()}});
+    head_ = run_root(
+        t_.head,
+        {{"h", &dec_[ld]}, {"labels", &batch_[2]}, {"logits", &outputs_.logits()}, {"loss", &outputs_.loss()}});
     if (!checkpointing()) {
       release(dec_mask_);
       release(cross_mask_);
@@ -132,7 +131,8 @@ class T5Driver final : public ModelDriver {
 
   bool checkpointing() const { return o_.recompute != Recompute::None; }
 
-  std::unique_ptr<LayerRun> run_root(const LayerTable& table, std::initializer_list<std::pair<const char*, Act*>> binds) {
+  std::unique_ptr<LayerRun> run_root(const LayerTable& table,
+                                     std::initializer_list<std::pair<const char*, Act*>> binds) {
     auto run = std::make_unique<LayerRun>(table, 0, Recompute::None);
     for (const auto& [name, act] : binds) run->bind(table.find(name), act);
     run->forward(step_ctx_);

@@ -4,11 +4,15 @@ namespace fraglab::workload {
 
 std::unique_ptr<FrameworkModel> make_framework(const FrameworkContext& ctx) {
   switch (ctx.options.framework) {
-    case Framework::Fsdp1: return make_fsdp1(ctx);
-    case Framework::Fsdp2: return make_fsdp2(ctx);
-    case Framework::Zero3: return make_zero3(ctx);
+    case Framework::Fsdp1:
+      return make_fsdp1(ctx);
+    case Framework::Fsdp2:
+      return make_fsdp2(ctx);
+    case Framework::Zero3:
+      return make_zero3(ctx);
     case Framework::Zero1:
-    case Framework::Zero2: return make_zero12(ctx);
+    case Framework::Zero2:
+      return make_zero12(ctx);
   }
   return nullptr;
 }

@@ -61,8 +61,8 @@ inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b 
 class GradContributions {
  public:
   explicit GradContributions(const ModelLayout& layout);
-  void reset();                           // start of a forward
-  void forward_use(ModuleRef m);          // module m ran forward (not recomputation)
+  void reset();                   // start of a forward
+  void forward_use(ModuleRef m);  // module m ran forward (not recomputation)
   // Module m's backward produced gradients; returns the params of m whose gradient is complete.
   std::vector<int> backward(ModuleRef m);
 

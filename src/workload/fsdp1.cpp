@@ -53,7 +53,8 @@ class Fsdp1 final : public FrameworkModel {
     for (std::size_t k = 1; k <= units_.size(); ++k) {
       const std::size_t u = k % units_.size();  // blocks 1..n-1, then the root
       std::vector<TensorId> params;
-      for (const ParamDef& p : layout_.units[u].params) params.push_back(tb_.alloc(4 * p.numel(), Stream::Default, Tag::Param));
+      for (const ParamDef& p : layout_.units[u].params)
+        params.push_back(tb_.alloc(4 * p.numel(), Stream::Default, Tag::Param));
       const TensorId flat = tb_.alloc(4 * units_[u].flat, Stream::Default, Tag::Param);
       for (TensorId id : params) tb_.free(id);
       if (sharded_) {

@@ -86,7 +86,8 @@ class Fsdp2 final : public FrameworkModel {
     const UnitDef& def = layout_.units[static_cast<std::size_t>(m.unit)];
     for (int p : def.modules[static_cast<std::size_t>(m.module)].params) {
       TensorId& slot = g.grads[static_cast<std::size_t>(p)];
-      const TensorId fresh = tb_.alloc(pbytes_ * def.params[static_cast<std::size_t>(p)].numel(), Stream::Default, Tag::Grad);
+      const TensorId fresh =
+          tb_.alloc(pbytes_ * def.params[static_cast<std::size_t>(p)].numel(), Stream::Default, Tag::Grad);
       if (slot == 0)
         slot = fresh;
       else

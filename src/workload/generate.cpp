@@ -21,7 +21,8 @@ WorkloadOptions resolved_options(const WorkloadOptions& options) {
   } else if (o.seq_len == 0) {
     o.seq_len = static_cast<std::uint32_t>(m.max_positions != 0 ? m.max_positions : 1024);
   }
-  const bool zero = o.framework == Framework::Zero1 || o.framework == Framework::Zero2 || o.framework == Framework::Zero3;
+  const bool zero =
+      o.framework == Framework::Zero1 || o.framework == Framework::Zero2 || o.framework == Framework::Zero3;
   if (!o.optimizer) o.optimizer = zero ? OptimizerKind::DsFusedAdam : OptimizerKind::AdamwForeach;
   if (!o.reduce_dtype) o.reduce_dtype = o.precision;
   DeepSpeedOptions& ds = o.deepspeed;

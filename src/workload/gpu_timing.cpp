@@ -8,8 +8,8 @@ namespace {
 constexpr double kCollectiveLatencyUs = 15;  // NCCL launch + ring latency, 2 GPUs on NVLink [E]
 }
 
-GpuTiming::GpuTiming(const TimingOptions& options, Precision precision, std::uint32_t world_size,
-                     std::uint64_t seed, std::uint32_t rank)
+GpuTiming::GpuTiming(const TimingOptions& options, Precision precision, std::uint32_t world_size, std::uint64_t seed,
+                     std::uint32_t rank)
     : options_(options),
       // A100 dense matmul, achieved: ~150 TFLOPS bf16; fp32 runs at 19.5 (PyTorch leaves TF32 off
       // for matmuls since 1.12) [E].

@@ -5,19 +5,18 @@
 // kernel costs the CPU cpu_op_us; the kernel starts when it has been issued and its stream is free,
 // and runs for its duration times a seeded jitter factor. A stream holds at most launch_queue
 // unfinished kernels: one more blocks the CPU until the oldest finishes (CUDA's launch queue,
-// about 1024 entries [E]) — the only bound on how far the CPU runs ahead between syncs. Streams run concurrently (NCCL kernels
-// use their own SMs). Cross-stream waits (wait_stream / wait_event) delay the waiter's next kernel.
-// CPU synchronisation (event.synchronize(), .item(), stream.synchronize()) moves the CPU clock to
-// the GPU time it waits for. Durations: FLOPs / achieved TFLOPS, bytes / HBM bandwidth,
-// collective bytes · (N-1)/N / bus bandwidth.
+// about 1024 entries [E]) — the only bound on how far the CPU runs ahead between syncs. Streams run concurrently (NCCL
+// kernels use their own SMs). Cross-stream waits (wait_stream / wait_event) delay the waiter's next kernel. CPU
+// synchronisation (event.synchronize(), .item(), stream.synchronize()) moves the CPU clock to the GPU time it waits
+// for. Durations: FLOPs / achieved TFLOPS, bytes / HBM bandwidth, collective bytes · (N-1)/N / bus bandwidth.
 #pragma once
 
 #include <array>
-#include <deque>
 #include <cstdint>
+#include <deque>
 
-#include "fraglab/workload.hpp"
 #include "fraglab/rng.hpp"
+#include "fraglab/workload.hpp"
 #include "workload/streams.hpp"
 
 namespace fraglab::workload {

@@ -102,8 +102,8 @@ ModelConfig parse_hf_config(const nlohmann::json& j, std::string_view origin) {
     for (const Architecture& a : kArchitectures)
       if (a.hf_name == name) arch = &a;
     if (arch == nullptr || it->size() != 1)
-      throw InputError(fmt::format("{}: architectures {}: the workload model covers only {}", origin, it->dump(),
-                                   supported_list()));
+      throw InputError(
+          fmt::format("{}: architectures {}: the workload model covers only {}", origin, it->dump(), supported_list()));
   } else {
     const auto type_it = j.find("model_type");
     const std::string type = type_it != j.end() && type_it->is_string() ? type_it->get<std::string>() : "";
@@ -148,15 +148,15 @@ ModelConfig parse_hf_config(const nlohmann::json& j, std::string_view origin) {
       m.ffn = r.need({"d_ff", "intermediate_size"});
       m.max_positions = 0;  // relative position buckets: no length limit
       m.tied_embeddings = r.flag("tie_word_embeddings", true);
-      m.relative_attention_buckets = r.count(r.find({"relative_attention_num_buckets"}).value_or(32),
-                                             "relative_attention_num_buckets");
+      m.relative_attention_buckets =
+          r.count(r.find({"relative_attention_num_buckets"}).value_or(32), "relative_attention_num_buckets");
       // v1.1 / Flan-T5 use a gated-GELU FFN (three matrices, untied head): not the v1.0 tables.
       const std::string proj = r.text("feed_forward_proj");
       if (!proj.empty() && proj != "relu")
-        throw InputError(fmt::format(
-            "{}: feed_forward_proj '{}': only 'relu' (T5 v1.0) is modelled, not v1.1 / Flan-T5 "
-            "(docs/workload-model.md §2.4)",
-            origin, proj));
+        throw InputError(
+            fmt::format("{}: feed_forward_proj '{}': only 'relu' (T5 v1.0) is modelled, not v1.1 / Flan-T5 "
+                        "(docs/workload-model.md §2.4)",
+                        origin, proj));
       break;
     }
   }

@@ -29,15 +29,15 @@ enum class TensorKind : std::uint8_t { Internal, Input, Output };
 
 struct TensorDef {
   std::string name;
-  Bytes size = 0;             // logical bytes; also the size of its gradient
+  Bytes size = 0;  // logical bytes; also the size of its gradient
   bool requires_grad = true;
   TensorKind kind = TensorKind::Internal;
-  int view_of = -1;           // base tensor whose storage this one shares
-  int scope_end = -1;         // a Python local keeps it alive in forward until this op has run
+  int view_of = -1;    // base tensor whose storage this one shares
+  int scope_end = -1;  // a Python local keeps it alive in forward until this op has run
   // Filled by finalize():
-  int producer = -1;          // op creating it (-1 for Inputs)
-  int last_fwd_use = -1;      // last op reading it or any of its views (base tensors only)
-  int first_saver = -1;       // lowest-index op saving it or a view: its backward runs last
+  int producer = -1;      // op creating it (-1 for Inputs)
+  int last_fwd_use = -1;  // last op reading it or any of its views (base tensors only)
+  int first_saver = -1;   // lowest-index op saving it or a view: its backward runs last
 };
 
 // How an op's backward produces its inputs' gradients.
@@ -48,14 +48,14 @@ enum class GradRule : std::uint8_t {
 
 struct OpDef {
   std::string name;
-  std::vector<int> in;      // tensors read (the differentiable ones receive gradients)
-  std::vector<int> out;     // tensors created
-  std::vector<int> saves;   // tensors autograd keeps for this op's backward
+  std::vector<int> in;           // tensors read (the differentiable ones receive gradients)
+  std::vector<int> out;          // tensors created
+  std::vector<int> saves;        // tensors autograd keeps for this op's backward
   std::vector<Bytes> fwd_temps;  // allocated and freed inside the forward kernel(s)
   std::vector<Bytes> bwd_temps;  // allocated and freed inside the backward
   GradRule grad = GradRule::Alloc;
-  int module = -1;          // leaf module whose parameters it uses (index in the unit), or -1
-  double fwd_us = 0;        // GPU time of the forward; backward takes bwd_us
+  int module = -1;    // leaf module whose parameters it uses (index in the unit), or -1
+  double fwd_us = 0;  // GPU time of the forward; backward takes bwd_us
   double bwd_us = 0;
 };
 

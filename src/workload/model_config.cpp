@@ -52,9 +52,7 @@ std::vector<ModelConfig> builtins() {
 }
 
 void check_model(const ModelConfig& m, std::string_view origin) {
-  auto fail = [&](std::string_view what) {
-    throw InputError(fmt::format("{}: model '{}': {}", origin, m.name, what));
-  };
+  auto fail = [&](std::string_view what) { throw InputError(fmt::format("{}: model '{}': {}", origin, m.name, what)); };
   if (m.layers == 0) fail("needs at least one layer");
   if (m.encoder_decoder() && m.decoder_layers == 0) fail("a t5 model needs decoder_layers >= 1");
   if (!m.encoder_decoder() && m.decoder_layers != 0) fail("decoder_layers is only for t5 models");
@@ -64,7 +62,8 @@ void check_model(const ModelConfig& m, std::string_view origin) {
   if (m.family != ModelFamily::Llama && m.kv_heads != m.heads) fail("kv_heads != heads needs the llama family");
   if (m.family == ModelFamily::Gpt2 && m.inner() != m.hidden) fail("gpt2 needs heads * head_dim == hidden");
   if (m.family == ModelFamily::Gpt2 && m.max_positions == 0) fail("gpt2 needs max_positions (wpe rows)");
-  if (m.family == ModelFamily::T5 && m.relative_attention_buckets == 0) fail("relative_attention_buckets must be positive");
+  if (m.family == ModelFamily::T5 && m.relative_attention_buckets == 0)
+    fail("relative_attention_buckets must be positive");
 }
 
 }  // namespace
@@ -113,10 +112,14 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
       m.name = value.get<std::string>();
     } else if (key == "family") {
       const std::string f = value.is_string() ? value.get<std::string>() : "";
-      if (f == "gpt2") m.family = ModelFamily::Gpt2;
-      else if (f == "t5") m.family = ModelFamily::T5;
-      else if (f == "llama") m.family = ModelFamily::Llama;
-      else throw InputError(fmt::format("{}: 'family' must be one of gpt2, t5, llama", origin));
+      if (f == "gpt2")
+        m.family = ModelFamily::Gpt2;
+      else if (f == "t5")
+        m.family = ModelFamily::T5;
+      else if (f == "llama")
+        m.family = ModelFamily::Llama;
+      else
+        throw InputError(fmt::format("{}: 'family' must be one of gpt2, t5, llama", origin));
       has_family = true;
     } else if (key == "layers" || key == "encoder_layers") {
       m.layers = count32();
@@ -164,8 +167,8 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
 }
 
 ModelConfig load_model(const std::string& name_or_path) {
-  const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                               name_or_path.ends_with(".json") || std::filesystem::exists(name_or_path);
+  const bool looks_like_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json") ||
+                               std::filesystem::exists(name_or_path);
   if (!looks_like_path) return builtin_model(name_or_path);
   return parse_model_json(read_file_bytes(name_or_path), name_or_path);
 }

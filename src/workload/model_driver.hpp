@@ -64,8 +64,8 @@ class LoopOutputs {
   explicit LoopOutputs(bool retain_logits) : retain_(retain_logits) {}
   Act& loss() { return loss_; }
   Act& logits() { return logits_; }
-  void begin_forward(TraceBuilder& tb);     // a new micro-batch: the previous loss is rebound
-  void forward_returned(TraceBuilder& tb);  // the model's forward has returned its outputs
+  void begin_forward(TraceBuilder& tb);                  // a new micro-batch: the previous loss is rebound
+  void forward_returned(TraceBuilder& tb);               // the model's forward has returned its outputs
   void seed_backward(TraceBuilder& tb, GradPool& pool);  // loss.backward(): d(loss) = 1
   void end_step(TraceBuilder& tb);
   void finish(TraceBuilder& tb);

@@ -41,7 +41,7 @@ void AdamModel::step(TraceBuilder& tb) {
     gpu.launch(Stream::Default, gpu.memory_us(32 * total));  // mul_ (wd), lerp_, mul_, addcmul_
   }
   if (foreach) {
-    std::vector<TensorId> sqrt = temp_list();  // _foreach_sqrt(exp_avg_sq)
+    std::vector<TensorId> sqrt = temp_list();                // _foreach_sqrt(exp_avg_sq)
     gpu.launch(Stream::Default, gpu.memory_us(28 * total));  // div_, add_, addcdiv_
     for (TensorId id : sqrt) tb.free(id);
   } else {

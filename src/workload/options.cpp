@@ -38,8 +38,9 @@ constexpr Spellings<Framework, 5> kFrameworks{{{Framework::Fsdp1, "fsdp1"},
 constexpr Spellings<ShardingStrategy, 3> kShardings{{{ShardingStrategy::FullShard, "full_shard"},
                                                      {ShardingStrategy::ShardGradOp, "shard_grad_op"},
                                                      {ShardingStrategy::NoShard, "no_shard"}}};
-constexpr Spellings<BackwardPrefetch, 3> kPrefetches{
-    {{BackwardPrefetch::Pre, "backward_pre"}, {BackwardPrefetch::Post, "backward_post"}, {BackwardPrefetch::None, "none"}}};
+constexpr Spellings<BackwardPrefetch, 3> kPrefetches{{{BackwardPrefetch::Pre, "backward_pre"},
+                                                      {BackwardPrefetch::Post, "backward_post"},
+                                                      {BackwardPrefetch::None, "none"}}};
 constexpr Spellings<Precision, 2> kPrecisions{{{Precision::Bf16, "bf16"}, {Precision::Fp32, "fp32"}}};
 constexpr Spellings<Recompute, 3> kRecomputes{
     {{Recompute::None, "none"}, {Recompute::NonReentrant, "non_reentrant"}, {Recompute::Reentrant, "reentrant"}}};
@@ -90,11 +91,14 @@ std::string_view name_of(ModelFamily v) { return name_in(kFamilies, v); }
 void check_options(const WorkloadOptions& o) {
   auto fail = [](std::string message) { throw InputError(std::move(message)); };
   if (o.world_size < 1 || o.world_size > 65536) fail(fmt::format("--world-size {}: expected 1..65536", o.world_size));
-  if (o.rank >= o.world_size) fail(fmt::format("--rank {}: expected 0..{} (below --world-size)", o.rank, o.world_size - 1));
-  if (o.micro_batch < 1 || o.micro_batch > 65536) fail(fmt::format("--micro-batch {}: expected 1..65536", o.micro_batch));
+  if (o.rank >= o.world_size)
+    fail(fmt::format("--rank {}: expected 0..{} (below --world-size)", o.rank, o.world_size - 1));
+  if (o.micro_batch < 1 || o.micro_batch > 65536)
+    fail(fmt::format("--micro-batch {}: expected 1..65536", o.micro_batch));
   if (o.steps < 1 || o.steps > 100000) fail(fmt::format("--steps {}: expected 1..100000", o.steps));
   if (o.grad_accum < 1 || o.grad_accum > 1024) fail(fmt::format("--grad-accum {}: expected 1..1024", o.grad_accum));
-  if (o.pad_multiple < 1 || o.pad_multiple > 4096) fail(fmt::format("--pad-multiple {}: expected 1..4096", o.pad_multiple));
+  if (o.pad_multiple < 1 || o.pad_multiple > 4096)
+    fail(fmt::format("--pad-multiple {}: expected 1..4096", o.pad_multiple));
   const bool t5 = o.model.encoder_decoder();
   if (t5 && o.seq_len != 0) fail("--seq-len: t5 is encoder-decoder; use --src-len and --tgt-len");
   if (!t5 && (o.src_len != 0 || o.tgt_len != 0))
@@ -136,17 +140,20 @@ AttentionImpl default_attention(ModelFamily family) {
 
 std::string_view default_attention_reason(ModelFamily family) {
   switch (family) {
-    case ModelFamily::Gpt2: return "the default for gpt2; sdpa is modelled too";
-    case ModelFamily::T5: return "the only one modelled for t5";
-    case ModelFamily::Llama: return "the only one modelled for llama";
+    case ModelFamily::Gpt2:
+      return "the default for gpt2; sdpa is modelled too";
+    case ModelFamily::T5:
+      return "the only one modelled for t5";
+    case ModelFamily::Llama:
+      return "the only one modelled for llama";
   }
   return "";
 }
 
 std::string describe_options(const WorkloadOptions& o) {
   std::string s = fmt::format("fraglab gen: {} {} N={} rank={} b={} steps={} seed={} {} recompute={} attention={}",
-                              o.model.name, name_of(o.framework), o.world_size, o.rank, o.micro_batch, o.steps,
-                              o.seed, name_of(o.precision), name_of(o.recompute), name_of(o.attention));
+                              o.model.name, name_of(o.framework), o.world_size, o.rank, o.micro_batch, o.steps, o.seed,
+                              name_of(o.precision), name_of(o.recompute), name_of(o.attention));
   if (o.model.encoder_decoder())
     s += fmt::format(" src_len={} tgt_len={}", o.src_len, o.tgt_len);
   else

@@ -40,7 +40,7 @@ struct UnitDef {
 };
 
 struct ModelLayout {
-  std::vector<UnitDef> units;  // [0] root, then blocks in forward order
+  std::vector<UnitDef> units;        // [0] root, then blocks in forward order
   std::uint32_t encoder_blocks = 0;  // decoder-only models: all blocks are "encoder" blocks here
   std::uint32_t decoder_blocks = 0;
   std::uint64_t numel() const;

@@ -12,15 +12,15 @@
 namespace fraglab::workload {
 
 enum class Stream : std::uint8_t {
-  Default,       // compute
-  PreUnshard,    // FSDP1 low-precision shard cast (wm §3.1)
-  Unshard,       // FSDP1 all-gather
-  PostBackward,  // FSDP1 reduce-scatter
-  AgCopyIn,      // FSDP2 all-gather copy-in (wm §3.2)
-  AllGather,     // FSDP2 all-gather
-  ReduceScatter, // FSDP2 reduce-scatter
-  DsAllGather,   // DeepSpeed ZeRO-3 parameter fetch (wm §4.1)
-  DsReduce,      // DeepSpeed reduce_and_partition stream
+  Default,        // compute
+  PreUnshard,     // FSDP1 low-precision shard cast (wm §3.1)
+  Unshard,        // FSDP1 all-gather
+  PostBackward,   // FSDP1 reduce-scatter
+  AgCopyIn,       // FSDP2 all-gather copy-in (wm §3.2)
+  AllGather,      // FSDP2 all-gather
+  ReduceScatter,  // FSDP2 reduce-scatter
+  DsAllGather,    // DeepSpeed ZeRO-3 parameter fetch (wm §4.1)
+  DsReduce,       // DeepSpeed reduce_and_partition stream
   Count,
 };
 inline constexpr std::size_t kStreamCount = static_cast<std::size_t>(Stream::Count);

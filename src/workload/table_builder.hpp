@@ -46,10 +46,10 @@ class TableBuilder {
    public:
     Op& saves(std::initializer_list<int> tensors);
     Op& module(std::string_view name);
-    Op& matmul(double flops);          // GPU time from FLOPs (backward: twice)
+    Op& matmul(double flops);  // GPU time from FLOPs (backward: twice)
     Op& fwd_temp(Bytes b);
     Op& bwd_temp(Bytes b);
-    Op& alias();                       // gradients pass through (wm §2.1)
+    Op& alias();  // gradients pass through (wm §2.1)
     int index() const { return index_; }
 
    private:
@@ -83,8 +83,8 @@ int rms_norm(TableBuilder& b, const TableConfig& c, int x, std::uint64_t tokens,
 int dropout(TableBuilder& b, const TableConfig& c, int x, std::uint64_t elements, const std::string& prefix,
             int output_tensor = -1);
 // Linear / Conv1D: y = x W (+ b); saves x. Returns y.
-int linear(TableBuilder& b, const TableConfig& c, int x, std::uint64_t tokens, std::uint64_t in,
-           std::uint64_t out, std::string_view module, const std::string& name, int output_tensor = -1);
+int linear(TableBuilder& b, const TableConfig& c, int x, std::uint64_t tokens, std::uint64_t in, std::uint64_t out,
+           std::string_view module, const std::string& name, int output_tensor = -1);
 // Causal-LM head loss on `logits` ([tokens, vocab], e-dtype), wm §2.6: the HF >= 4.46 fp32
 // upcast (ForCausalLMLoss) or the older bf16 shift + CrossEntropy. Adds Output "loss".
 void causal_lm_loss(TableBuilder& b, const TableConfig& c, int logits, int labels, std::uint64_t batch,

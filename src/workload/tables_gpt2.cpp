@@ -13,8 +13,8 @@ LayerTable gpt2_block(const TableContext& ctx, const UnitDef& unit, const TableS
   TableBuilder b("gpt2.block", unit, ctx.timing);
 
   const int x = b.input("x", act);
-  const int y1 = native_layer_norm(b, c, x, T, h, "ln_1", "ln_1");                             // 1
-  const int qkv = linear(b, c, y1, T, h, 3 * h, "attn.c_attn", "attn.c_attn");                 // 2
+  const int y1 = native_layer_norm(b, c, x, T, h, "ln_1", "ln_1");              // 1
+  const int qkv = linear(b, c, y1, T, h, 3 * h, "attn.c_attn", "attn.c_attn");  // 2
   const int q = b.view("q", qkv, act), k = b.view("k", qkv, act), v = b.view("v", qkv, act);
   // split + _split_heads are views; the split's backward cats the three gradients into one.
   b.op("attn.split", {qkv}, {q, k, v});
@@ -22,20 +22,20 @@ LayerTable gpt2_block(const TableContext& ctx, const UnitDef& unit, const TableS
   if (c.attention == AttentionImpl::Eager) {
     // matmul on permuted head views copies q and kᵀ; bmm saves the copies (wm §2.1).
     const int qc = b.tensor("attn.q_contig", act), kc = b.tensor("attn.k_contig", act);
-    b.op("attn.copy_qk", {q, k}, {qc, kc}).alias();                                            // 3
+    b.op("attn.copy_qk", {q, k}, {qc, kc}).alias();  // 3
     const int sc = b.tensor("attn.scores", scores);
-    b.op("attn.bmm_qk", {qc, kc}, {sc}).saves({qc, kc}).matmul(2.0 * b_ * a * s * s * d);      // 4
+    b.op("attn.bmm_qk", {qc, kc}, {sc}).saves({qc, kc}).matmul(2.0 * b_ * a * s * s * d);  // 4
     const int sd = b.tensor("attn.scaled", scores);
-    b.op("attn.div", {sc}, {sd});                                                              // 5
+    b.op("attn.div", {sc}, {sd});  // 5
     const int sw = b.tensor("attn.causal", scores);
-    b.op("attn.where", {sd}, {sw});                                                            // 6
+    b.op("attn.where", {sd}, {sw});  // 6
     const int sm = b.tensor("attn.masked", scores);
     b.op("attn.add_mask", {sw}, {sm}).alias();  // + attention_mask (HF passes it), wm §2.3 #6
     const int p = b.tensor("attn.softmax", scores);
-    b.op("attn.softmax", {sm}, {p}).saves({p});                                                // 7
-    const int pd = dropout(b, c, p, a * s * s * b_, "attn.attn_dropout");                      // 8
+    b.op("attn.softmax", {sm}, {p}).saves({p});                            // 7
+    const int pd = dropout(b, c, p, a * s * s * b_, "attn.attn_dropout");  // 8
     const int vc = b.tensor("attn.v_contig", act);
-    b.op("attn.copy_v", {v}, {vc}).alias();                                                    // 9
+    b.op("attn.copy_v", {v}, {vc}).alias();  // 9
     attn_out = b.tensor("attn.pv", act);
     b.op("attn.bmm_pv", {pd, vc}, {attn_out}).saves({pd, vc}).matmul(2.0 * b_ * a * s * s * d);
   } else {
@@ -49,14 +49,14 @@ LayerTable gpt2_block(const TableContext& ctx, const UnitDef& unit, const TableS
         .matmul(2.0 * b_ * a * s * s * d);  // QKᵀ and PV, causal half
   }
   const int merged = b.tensor("attn.merged", act);
-  b.op("attn.merge_heads", {attn_out}, {merged}).alias();                                      // 10
-  const int o = linear(b, c, merged, T, h, h, "attn.c_proj", "attn.c_proj");                   // 11
-  const int od = dropout(b, c, o, T * h, "attn.resid_dropout");                                // 12
+  b.op("attn.merge_heads", {attn_out}, {merged}).alias();                     // 10
+  const int o = linear(b, c, merged, T, h, h, "attn.c_proj", "attn.c_proj");  // 11
+  const int od = dropout(b, c, o, T * h, "attn.resid_dropout");               // 12
   b.scope(qkv, b.ops() - 1);  // query/key/value are locals of GPT2Attention.forward
   const int r1 = b.tensor("residual_1", act);
-  b.op("add_1", {x, od}, {r1}).alias();                                                        // 13
-  const int y2 = native_layer_norm(b, c, r1, T, h, "ln_2", "ln_2");                            // 14
-  const int u = linear(b, c, y2, T, h, f, "mlp.c_fc", "mlp.c_fc");                             // 15
+  b.op("add_1", {x, od}, {r1}).alias();                              // 13
+  const int y2 = native_layer_norm(b, c, r1, T, h, "ln_2", "ln_2");  // 14
+  const int u = linear(b, c, y2, T, h, f, "mlp.c_fc", "mlp.c_fc");   // 15
   const Bytes wide = e * T * f;
   int g;
   if (c.gelu == GeluImpl::Python) {
@@ -82,10 +82,10 @@ LayerTable gpt2_block(const TableContext& ctx, const UnitDef& unit, const TableS
     g = b.tensor("mlp.gelu.out", wide);
     b.op("mlp.gelu", {u}, {g}).saves({u});  // F.gelu(approximate="tanh") saves its input only
   }
-  const int o2 = linear(b, c, g, T, f, h, "mlp.c_proj", "mlp.c_proj");                         // 17
-  const int od2 = dropout(b, c, o2, T * h, "mlp.dropout");                                     // 18
+  const int o2 = linear(b, c, g, T, f, h, "mlp.c_proj", "mlp.c_proj");  // 17
+  const int od2 = dropout(b, c, o2, T * h, "mlp.dropout");              // 18
   const int y = b.output("y", act);
-  b.op("add_2", {r1, od2}, {y}).alias();                                                       // 19
+  b.op("add_2", {r1, od2}, {y}).alias();  // 19
   return b.finish();
 }
 

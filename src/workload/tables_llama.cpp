@@ -10,7 +10,13 @@ namespace {
 // half; every intermediate is transient, only the result is saved (by SDPA).
 int rope(TableBuilder& b, int x, Bytes bytes, const std::string& name) {
   const int out = b.tensor(name, bytes);
-  b.op(name, {x}, {out}).fwd_temp(bytes).fwd_temp(bytes / 2).fwd_temp(bytes).fwd_temp(bytes).bwd_temp(bytes).bwd_temp(bytes);
+  b.op(name, {x}, {out})
+      .fwd_temp(bytes)
+      .fwd_temp(bytes / 2)
+      .fwd_temp(bytes)
+      .fwd_temp(bytes)
+      .bwd_temp(bytes)
+      .bwd_temp(bytes);
   return out;
 }
 
@@ -70,7 +76,13 @@ LayerTable llama_embedding(const TableContext& ctx, const UnitDef& root, const T
   TableBuilder b("llama.embedding", root, ctx.timing);
   const int ids = b.input("ids", 8 * T, false);
   const int h0 = b.output("h0", c.e * T * h);
-  b.op("embed_tokens", {ids}, {h0}).saves({ids}).module("embed_tokens").bwd_temp(8 * T).bwd_temp(8 * T).bwd_temp(8 * T).bwd_temp(8 * T);
+  b.op("embed_tokens", {ids}, {h0})
+      .saves({ids})
+      .module("embed_tokens")
+      .bwd_temp(8 * T)
+      .bwd_temp(8 * T)
+      .bwd_temp(8 * T)
+      .bwd_temp(8 * T);
   return b.finish();
 }
 

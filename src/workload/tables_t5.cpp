@@ -7,10 +7,10 @@ namespace fraglab::workload {
 namespace {
 
 struct Attention {
-  std::string kind;    // "self" or "cross" (module prefix)
-  int query_in;        // normed hidden states
-  int kv_in;           // same tensor (self) or the encoder output (cross)
-  int bias;            // [b, a, sq, skv], added in place to the scores
+  std::string kind;  // "self" or "cross" (module prefix)
+  int query_in;      // normed hidden states
+  int kv_in;         // same tensor (self) or the encoder output (cross)
+  int bias;          // [b, a, sq, skv], added in place to the scores
   std::uint64_t sq, skv;
 };
 
@@ -146,7 +146,13 @@ LayerTable t5_embedding(const TableContext& ctx, const UnitDef& root, const Tabl
     ids = shifted;
   }
   const int emb = b.tensor("embed.out", c.e * T * h);
-  b.op("shared", {ids}, {emb}).saves({ids}).module("shared").bwd_temp(8 * T).bwd_temp(8 * T).bwd_temp(8 * T).bwd_temp(8 * T);
+  b.op("shared", {ids}, {emb})
+      .saves({ids})
+      .module("shared")
+      .bwd_temp(8 * T)
+      .bwd_temp(8 * T)
+      .bwd_temp(8 * T)
+      .bwd_temp(8 * T);
   const int h0 = b.output("h0", c.e * T * h);
   dropout(b, c, emb, T * h, "dropout", h0);
   return b.finish();

@@ -50,8 +50,8 @@ class Zero12 final : public FrameworkModel {
     for (std::uint64_t n : numels_) params.push_back(tb_.alloc(pbytes_ * n, Stream::Default, Tag::Param));
     tb_.alloc(pbytes_ * partition_ * n_, Stream::Default, Tag::Param);  // the flat bf16 group
     for (TensorId id : params) tb_.free(id);
-    tb_.alloc(4 * partition_, Stream::Default, Tag::Param);                 // fp32 master partition
-    tb_.free(tb_.alloc(4 * partition_, Stream::Default, Tag::Temp));        // zero fp32 grad, dropped
+    tb_.alloc(4 * partition_, Stream::Default, Tag::Param);           // fp32 master partition
+    tb_.free(tb_.alloc(4 * partition_, Stream::Default, Tag::Temp));  // zero fp32 grad, dropped
   }
 
   void zero_grad() override {}
@@ -79,7 +79,8 @@ class Zero12 final : public FrameworkModel {
     const ModuleDef& def = layout_.units[static_cast<std::size_t>(m.unit)].modules[static_cast<std::size_t>(m.module)];
     for (int p : def.params) {
       TensorId& g = grads_[static_cast<std::size_t>(first + p)];
-      const TensorId fresh = tb_.alloc(gbytes_ * numels_[static_cast<std::size_t>(first + p)], Stream::Default, Tag::Grad);
+      const TensorId fresh =
+          tb_.alloc(gbytes_ * numels_[static_cast<std::size_t>(first + p)], Stream::Default, Tag::Grad);
       if (g == 0)
         g = fresh;
       else

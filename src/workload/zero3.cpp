@@ -59,7 +59,8 @@ class Zero3 final : public FrameworkModel {
         for (int p : m.params) {
           const int gp = unit_first_param_[u] + p;
           mod.params.push_back(gp);
-          if (!params_[static_cast<std::size_t>(gp)].persistent) mod.fetch_numel += params_[static_cast<std::size_t>(gp)].numel;
+          if (!params_[static_cast<std::size_t>(gp)].persistent)
+            mod.fetch_numel += params_[static_cast<std::size_t>(gp)].numel;
         }
         modules_.push_back(std::move(mod));
       }
@@ -192,7 +193,7 @@ class Zero3 final : public FrameworkModel {
     int handle = -1;  // pending coalesced fetch
   };
   struct Module {
-    std::vector<int> params;       // global indices
+    std::vector<int> params;        // global indices
     std::uint64_t fetch_numel = 0;  // non-persistent elements
   };
   struct Handle {  // a coalesced all-gather waiting for wait()

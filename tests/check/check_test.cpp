@@ -131,8 +131,7 @@ TEST(Check, TableSaysWhatRegressedAndByHowMuch) {
   const std::string text = check_table(check_results(results(100 * MiB), results(110 * MiB), t));
   EXPECT_NE(text.find("REGRESSED"), std::string::npos) << text;
   EXPECT_NE(text.find("+10.00 MiB (+10.00%)"), std::string::npos) << text;
-  EXPECT_NE(text.find("FAIL: 1 regression\n  pytorch peak_reserved_bytes: 100.00 MiB -> 110.00 MiB"),
-            std::string::npos)
+  EXPECT_NE(text.find("FAIL: 1 regression\n  pytorch peak_reserved_bytes: 100.00 MiB -> 110.00 MiB"), std::string::npos)
       << text;
 }
 
@@ -144,8 +143,8 @@ TEST(CheckCli, UpdateThenCheckThenRegress) {
   const fs::path dir = testing::scratch_dir("check");
   const fs::path baseline = dir / "baseline.json";
   fs::remove(baseline);
-  const auto update = run_fraglab("check " + kSample + " --baseline " + baseline.string() +
-                                  " -p pytorch -p nocache --update-baseline");
+  const auto update =
+      run_fraglab("check " + kSample + " --baseline " + baseline.string() + " -p pytorch -p nocache --update-baseline");
   ASSERT_EQ(update.status, 0) << update.err;
   EXPECT_EQ(update.out, "wrote baseline " + baseline.string() + " (2 runs)\n");
   // The baseline is the results JSON of `fraglab replay --json`, byte for byte.
@@ -167,11 +166,11 @@ TEST(CheckCli, UpdateThenCheckThenRegress) {
   EXPECT_EQ(fail.status, 1) << fail.out << fail.err;
   EXPECT_NE(fail.out.find("REGRESSED"), std::string::npos) << fail.out;
   EXPECT_NE(fail.out.find("FAIL: 1 regression\n  pytorch peak_reserved_bytes:"), std::string::npos) << fail.out;
-  const auto tolerant = run_fraglab("check " + kSample + " --baseline " + tampered.string() +
-                                    " --max-regress peak_reserved=5%");
+  const auto tolerant =
+      run_fraglab("check " + kSample + " --baseline " + tampered.string() + " --max-regress peak_reserved=5%");
   EXPECT_EQ(tolerant.status, 0) << tolerant.out;
-  const auto strict = run_fraglab("check " + kSample + " --baseline " + tampered.string() +
-                                  " --max-regress peak_reserved=2%");
+  const auto strict =
+      run_fraglab("check " + kSample + " --baseline " + tampered.string() + " --max-regress peak_reserved=2%");
   EXPECT_EQ(strict.status, 1) << strict.out;
 
   // A results JSON instead of a replay.
@@ -180,8 +179,8 @@ TEST(CheckCli, UpdateThenCheckThenRegress) {
   EXPECT_EQ(run_fraglab("check --results " + results.string() + " --baseline " + baseline.string()).status, 0);
   EXPECT_EQ(run_fraglab("check --results " + results.string() + " --baseline " + tampered.string()).status, 1);
   // A policy the baseline does not have.
-  const auto extra = run_fraglab("check " + kSample + " --baseline " + baseline.string() +
-                                 " -p pytorch:expandable_segments:True");
+  const auto extra =
+      run_fraglab("check " + kSample + " --baseline " + baseline.string() + " -p pytorch:expandable_segments:True");
   EXPECT_EQ(extra.status, 1);
   EXPECT_NE(extra.out.find("has no baseline"), std::string::npos) << extra.out;
 }

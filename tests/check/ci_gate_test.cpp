@@ -32,8 +32,8 @@ class CiGate : public ::testing::TestWithParam<std::string> {};
 TEST_P(CiGate, SampleMatchesItsBaseline) {
   const fs::path trace = kRoot / "traces" / "samples" / (GetParam() + ".jsonl");
   const fs::path baseline = kRoot / "traces" / "baselines" / (GetParam() + ".json");
-  ASSERT_TRUE(fs::exists(baseline)) << "no baseline for " << trace << "; record one with\n  fraglab check " << trace.string()
-                                    << " --baseline " << baseline.string()
+  ASSERT_TRUE(fs::exists(baseline)) << "no baseline for " << trace << "; record one with\n  fraglab check "
+                                    << trace.string() << " --baseline " << baseline.string()
                                     << " -p pytorch -p pytorch:expandable_segments:True -p nocache --update-baseline";
   const auto run = testing::run_fraglab("check " + trace.string() + " --baseline " + baseline.string());
   EXPECT_EQ(run.status, 0) << run.out << run.err;

@@ -28,7 +28,8 @@ struct TestCase {
 // The <testcase> elements of a JUnit file, in order.
 std::vector<TestCase> testcases(const std::string& xml) {
   std::vector<TestCase> out;
-  const std::regex element(R"re(<testcase classname="([^"]*)" name="([^"]*)"(/>|>\s*<failure message="([^"]*)"[^>]*/>\s*</testcase>))re");
+  const std::regex element(
+      R"re(<testcase classname="([^"]*)" name="([^"]*)"(/>|>\s*<failure message="([^"]*)"[^>]*/>\s*</testcase>))re");
   for (auto it = std::sregex_iterator(xml.begin(), xml.end(), element); it != std::sregex_iterator(); ++it) {
     out.push_back({(*it)[1], (*it)[2], (*it)[3] != "/>", (*it)[4]});
   }
@@ -138,9 +139,9 @@ TEST(CheckReports, ProblemsAreFailingTestcasesToo) {
   // A changed trace is a failure of its own: a report listing only metrics would be green.
   const fs::path dir = testing::scratch_dir("check-reports");
   const fs::path junit = dir / "trace.xml";
-  const auto run = run_fraglab("check " + std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/concat-after.jsonl " +
-                               "--baseline " + std::string(FRAGLAB_SOURCE_DIR) +
-                               "/traces/baselines/concat-before.json --junit " + junit.string());
+  const auto run =
+      run_fraglab("check " + std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/concat-after.jsonl " + "--baseline " +
+                  std::string(FRAGLAB_SOURCE_DIR) + "/traces/baselines/concat-before.json --junit " + junit.string());
   EXPECT_EQ(run.status, 1);
   const std::vector<TestCase> cases = testcases(read_text(junit));
   ASSERT_FALSE(cases.empty());
@@ -175,7 +176,8 @@ TEST(CheckReports, XmlSpecialCharactersAreEscaped) {
   const fs::path baseline = dir / "brackets.json";
   fs::remove(baseline);
   const std::string spec = "pytorch:roundup_power2_divisions:[1:2,>:4]";
-  ASSERT_EQ(run_fraglab("check " + kSample + " -b " + baseline.string() + " -p '" + spec + "' --update-baseline").status, 0);
+  ASSERT_EQ(
+      run_fraglab("check " + kSample + " -b " + baseline.string() + " -p '" + spec + "' --update-baseline").status, 0);
   const auto run = run_fraglab("check " + kSample + " -b " + baseline.string() + " --junit -");
   EXPECT_EQ(run.status, 0) << run.err;
   const std::vector<TestCase> cases = testcases(run.out);

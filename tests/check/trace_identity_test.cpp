@@ -69,8 +69,9 @@ std::string spec_hash(const std::string& jsonl) {
   if (header.contains("initial_allocations")) {
     for (const auto& a : header["initial_allocations"]) initial.push_back(a);
   }
-  std::stable_sort(initial.begin(), initial.end(),
-                   [](const auto& x, const auto& y) { return x["addr"].template get<std::uint64_t>() < y["addr"].template get<std::uint64_t>(); });
+  std::stable_sort(initial.begin(), initial.end(), [](const auto& x, const auto& y) {
+    return x["addr"].template get<std::uint64_t>() < y["addr"].template get<std::uint64_t>();
+  });
   for (const auto& a : initial) {
     h.byte('I');
     h.u64(a["size"].get<std::uint64_t>());
@@ -152,10 +153,11 @@ TEST(RequestHash, IdsAddressesTimesAndObservedEventsDoNotCountSizesAndPairingDo)
                     "{\"op\":\"alloc\",\"id\":1,\"size\":1025}\n{\"op\":\"alloc\",\"id\":2,\"size\":2048}\n"
                     "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":2}\n"),
             base);
-  EXPECT_NE(hash_of("stream",
-                    "{\"op\":\"alloc\",\"id\":1,\"size\":1024,\"stream\":7}\n{\"op\":\"alloc\",\"id\":2,\"size\":2048}\n"
-                    "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":2}\n"),
-            base);
+  EXPECT_NE(
+      hash_of("stream",
+              "{\"op\":\"alloc\",\"id\":1,\"size\":1024,\"stream\":7}\n{\"op\":\"alloc\",\"id\":2,\"size\":2048}\n"
+              "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":2}\n"),
+      base);
   EXPECT_NE(hash_of("order",
                     "{\"op\":\"alloc\",\"id\":1,\"size\":1024}\n{\"op\":\"alloc\",\"id\":2,\"size\":2048}\n"
                     "{\"op\":\"free\",\"id\":2}\n{\"op\":\"free\",\"id\":1}\n"),
@@ -192,8 +194,8 @@ TEST(RequestHash, SnapshotAndItsConvertedJsonlAreTheSameTrace) {
 // "NAME (N events, requests HASH)", built from a results JSON.
 std::string identity_text(const nlohmann::json& results) {
   const auto& t = results["trace"];
-  return t["name"].get<std::string>() + " (" + std::to_string(t["events"].get<std::uint64_t>()) +
-         " events, requests " + t["request_hash"].get<std::string>() + ")";
+  return t["name"].get<std::string>() + " (" + std::to_string(t["events"].get<std::uint64_t>()) + " events, requests " +
+         t["request_hash"].get<std::string>() + ")";
 }
 
 TEST(CheckTraceIdentity, AnotherTraceFailsNamingBothUnlessAllowed) {
@@ -228,8 +230,9 @@ TEST(CheckTraceIdentity, RealSnapshotAgainstABaselineOfAnotherModel) {
   ASSERT_EQ(run_fraglab("check " + lm + " -b " + baseline + " -p pytorch --update-baseline").status, 0);
   const auto run = run_fraglab("check " + finetune + " -b " + baseline);
   EXPECT_EQ(run.status, 1) << run.out << run.err;
-  EXPECT_NE(run.out.find("baseline " + identity_text(replay_json(lm)) + ", now " + identity_text(replay_json(finetune))),
-            std::string::npos)
+  EXPECT_NE(
+      run.out.find("baseline " + identity_text(replay_json(lm)) + ", now " + identity_text(replay_json(finetune))),
+      std::string::npos)
       << run.out;
   EXPECT_EQ(run_fraglab("check " + finetune + " -b " + baseline + " --allow-trace-change").status, 0);
 }

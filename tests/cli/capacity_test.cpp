@@ -99,8 +99,8 @@ TEST(Capacity, RecordedOomGivesTheCapacityWhenNoDeviceIsGiven) {
   const CommandResult given = run_fraglab("replay " + trace + " -p nocache --device sim:1GiB --json -");
   EXPECT_EQ(nlohmann::json::parse(given.out)["device"]["capacity_bytes"].get<std::uint64_t>(), kGiB);
   // The capacity binds: a 40 MiB request does not fit in 32 MiB (10 + 20 MiB live fit).
-  const std::string big = trace_file("oom-big.jsonl", (std::string(kOomTrace) +
-                                                        "{\"op\":\"alloc\",\"id\":3,\"size\":41943040}\n").c_str());
+  const std::string big =
+      trace_file("oom-big.jsonl", (std::string(kOomTrace) + "{\"op\":\"alloc\",\"id\":3,\"size\":41943040}\n").c_str());
   const CommandResult oom = run_fraglab("replay " + big + " -p nocache --json -");
   EXPECT_EQ(nlohmann::json::parse(oom.out)["runs"][0]["num_ooms"].get<std::uint64_t>(), 1u);
   EXPECT_EQ(oom.err.find("note:"), std::string::npos) << "the capacity was not assumed: " << oom.err;
@@ -178,8 +178,8 @@ TEST(Capacity, DiffAndCheckNameTheDevice) {
   EXPECT_EQ(nlohmann::json::parse(diff_json.out)["device"]["capacity_source"], "default");
 
   const std::string baseline = (scratch_dir("capacity") / "baseline.json").string();
-  const CommandResult update = run_fraglab("check " + trace + " -p nocache --baseline " + baseline +
-                                           " --update-baseline --device sim:2GiB");
+  const CommandResult update =
+      run_fraglab("check " + trace + " -p nocache --baseline " + baseline + " --update-baseline --device sim:2GiB");
   ASSERT_EQ(update.status, 0) << update.err;
   const auto written = nlohmann::json::parse(read_text(baseline));
   EXPECT_EQ(written["device"]["capacity_bytes"].get<std::uint64_t>(), 2 * kGiB);

@@ -146,12 +146,16 @@ TEST(Cli, BadInputIsAOneLineErrorWithExitCode2) {
     std::string args;
     std::string expected;  // must appear in stderr
   };
-  const fs::path bad_op = write_temp("bad-op.jsonl", "{\"fraglab_trace\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":8}\n"
-                                                     "{\"op\":\"explode\"}\n");
-  const fs::path double_free = write_temp("double-free.jsonl", "{\"fraglab_trace\":1}\n"
-                                                               "{\"op\":\"alloc\",\"id\":1,\"size\":8}\n"
-                                                               "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":1}\n");
-  const fs::path hostile = write_temp("hostile.pickle", std::string("\x80\x02" "cos\nsystem\n(S'echo hi'\ntR.", 27));
+  const fs::path bad_op = write_temp("bad-op.jsonl",
+                                     "{\"fraglab_trace\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":8}\n"
+                                     "{\"op\":\"explode\"}\n");
+  const fs::path double_free = write_temp("double-free.jsonl",
+                                          "{\"fraglab_trace\":1}\n"
+                                          "{\"op\":\"alloc\",\"id\":1,\"size\":8}\n"
+                                          "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":1}\n");
+  const fs::path hostile = write_temp("hostile.pickle", std::string("\x80\x02"
+                                                                    "cos\nsystem\n(S'echo hi'\ntR.",
+                                                                    27));
   const std::vector<Case> cases = {
       {"replay /nonexistent/trace.jsonl", "/nonexistent/trace.jsonl"},
       {"replay " + bad_op.string(), bad_op.string() + ":3"},
@@ -189,8 +193,8 @@ TEST(Cli, ConvertedSnapshotReplaysLikeTheSnapshot) {
 TEST(Cli, InspectReportsTheRecordedStartState) {
   FRAGLAB_NEEDS_REAL_TRACE(kReal);
   const std::map<std::string, std::uint64_t> reserved_at_start = {
-      {"finetune-step-oldformat.pickle", 1400897536ull},  {"gpt2medium-ctx128-train-cutoff.pickle", 7235174400ull},
-      {"lm-forward-bf16-nosegments.pickle", 861929472ull}, {"lm2.7b-ctx128-fullstep.pickle", 13763608576ull},
+      {"finetune-step-oldformat.pickle", 1400897536ull},     {"gpt2medium-ctx128-train-cutoff.pickle", 7235174400ull},
+      {"lm-forward-bf16-nosegments.pickle", 861929472ull},   {"lm2.7b-ctx128-fullstep.pickle", 13763608576ull},
       {"lm2.7b-ctx512-forward-bf16.pickle", 28848422912ull}, {"tiny-segments.pickle", 0ull}};
   for (const auto& [file, bytes] : reserved_at_start) {
     const CommandRun run = fraglab("inspect " + kReal + file + " --json -");
@@ -242,8 +246,8 @@ TEST(Cli, UndeterminedStartBlocksAreShownByInspectAndValidate) {
   const std::string s1 = std::to_string(0x7f1000000000ull), s3 = std::to_string(0x7f3000000000ull);
   const fs::path trace = write_temp(
       "cutoff.jsonl",
-      "{\"fraglab_trace\": 1, \"name\": \"cutoff\", \"allocator_conf\": \"\", \"initial_segments\": [{\"addr\": " +
-          s1 + ", \"size\": 25165824}], \"initial_allocations\": [{\"id\": 1, \"addr\": " + s1 +
+      "{\"fraglab_trace\": 1, \"name\": \"cutoff\", \"allocator_conf\": \"\", \"initial_segments\": [{\"addr\": " + s1 +
+          ", \"size\": 25165824}], \"initial_allocations\": [{\"id\": 1, \"addr\": " + s1 +
           ", \"size\": 3670016}]}\n{\"op\": \"segment_alloc\", \"addr\": " + s3 +
           ", \"size\": 23068672}\n{\"op\": \"alloc\", \"id\": 2, \"size\": 21233664, \"addr\": " + s3 +
           "}\n{\"op\": \"free\", \"id\": 1}\n{\"op\": \"free\", \"id\": 2}\n");

@@ -56,8 +56,8 @@ CommandResult run_shell(const std::string& command) {
 const std::string kBinary = FRAGLAB_BINARY;
 
 struct BadInput {
-  std::string path;       // what is passed as the trace
-  std::string extra;      // more arguments
+  std::string path;        // what is passed as the trace
+  std::string extra;       // more arguments
   std::string looks_like;  // a part of the message saying what it is
 };
 
@@ -146,12 +146,10 @@ TEST(InputErrors, NamedPipes) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   ASSERT_EQ(::mkfifo(junk.c_str(), 0600), 0);
   const CommandResult file = run_fraglab("inspect " + kSample);
-  CommandResult r = run_shell("cat " + kSample + " > " + fifo.string() + " & " + kBinary +
-                              " inspect " + fifo.string());
+  CommandResult r = run_shell("cat " + kSample + " > " + fifo.string() + " & " + kBinary + " inspect " + fifo.string());
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, file.out);
-  r = run_shell("cat /dev/zero > " + junk.string() + " & " + kBinary + " inspect " +
-                junk.string());
+  r = run_shell("cat /dev/zero > " + junk.string() + " & " + kBinary + " inspect " + junk.string());
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find(junk.string() + ": looks like binary data"), std::string::npos) << r.err;
@@ -166,8 +164,7 @@ TEST(Stdin, EveryCommandReadsATraceFromStandardInput) {
     SCOPED_TRACE(command);
     const CommandResult file = run_fraglab(with_input(command, kSample));
     const CommandResult piped = run_fraglab(with_input(command, "-") + " < " + kSample);
-    const CommandResult gzipped =
-        run_shell("cat " + gz.string() + " | " + kBinary + " " + with_input(command, "-"));
+    const CommandResult gzipped = run_shell("cat " + gz.string() + " | " + kBinary + " " + with_input(command, "-"));
     ASSERT_NE(file.status, 2) << file.err;
     EXPECT_EQ(piped.status, file.status) << piped.err;
     EXPECT_EQ(piped.out, file.out);

@@ -58,8 +58,8 @@ TEST(Overwrite, MergeRefusesAnExistingFileUnlessOverwrite) {
   const fs::path dir = testing::scratch_dir("merge-exists");
   const fs::path shard = dir / "s.csv", out = dir / "m.csv";
   fs::remove(shard);
-  ASSERT_EQ(run_fraglab("sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True --no-progress -o " +
-                        shard.string())
+  ASSERT_EQ(run_fraglab("sweep " + kSamples +
+                        "two-phase.jsonl --grid expandable_segments=False,True --no-progress -o " + shard.string())
                 .status,
             0);
   testing::write_text(out, "earlier work\n");
@@ -80,9 +80,10 @@ TEST(Jobs, NonPositiveJobCountsAreErrors) {
     EXPECT_EQ(run.status, 2) << jobs << run.err;
     EXPECT_EQ(run.err, std::string("fraglab sweep: error: -j ") + jobs + ": expected 1..4096 worker threads\n");
   }
-  EXPECT_EQ(run_fraglab("sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True -j 1 --no-progress")
-                .status,
-            0);
+  EXPECT_EQ(
+      run_fraglab("sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True -j 1 --no-progress")
+          .status,
+      0);
 }
 
 TEST(PolicySpec, AnAllocConfOptionWithoutThePolicySuggestsIt) {

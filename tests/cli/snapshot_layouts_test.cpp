@@ -19,15 +19,21 @@ const std::string kReal = std::string(FRAGLAB_REAL_TRACES) + "/";
 fs::path list_of_segments() {
   constexpr std::uint64_t base = 0x7f0000000000, mib = 1 << 20;
   auto block = [](std::uint64_t addr, std::uint64_t size, const char* state, std::uint64_t real) {
-    return PyDict{{"address", addr}, {"size", size}, {"state", state},
+    return PyDict{{"address", addr},
+                  {"size", size},
+                  {"state", state},
                   {"history", PyList{PyDict{{"addr", addr}, {"real_size", real}}}}};
   };
-  Py segments = PyList{PyDict{
-      {"device", 0}, {"address", base}, {"total_size", 20 * mib}, {"allocated_size", 14 * mib},
-      {"active_size", 14 * mib}, {"stream", 0}, {"segment_type", "large"},
-      {"blocks", PyList{block(base, 4 * mib, "active_allocated", 4000000),
-                        block(base + 4 * mib, 6 * mib, "inactive", 5000000),
-                        block(base + 10 * mib, 10 * mib, "active_allocated", 10000000)}}}};
+  Py segments = PyList{PyDict{{"device", 0},
+                              {"address", base},
+                              {"total_size", 20 * mib},
+                              {"allocated_size", 14 * mib},
+                              {"active_size", 14 * mib},
+                              {"stream", 0},
+                              {"segment_type", "large"},
+                              {"blocks", PyList{block(base, 4 * mib, "active_allocated", 4000000),
+                                                block(base + 4 * mib, 6 * mib, "inactive", 5000000),
+                                                block(base + 10 * mib, 10 * mib, "active_allocated", 10000000)}}}};
   const fs::path path = scratch_dir("layouts") / "list113.pickle";
   write_text(path, PickleWriter(2).encode(segments));
   return path;
@@ -35,8 +41,7 @@ fs::path list_of_segments() {
 
 TEST(SnapshotLayoutCli, ListOfSegmentsThroughEveryCommand) {
   const std::string snap = list_of_segments().string();
-  const std::string state =
-      "initial state: 1 segments, 20.00 MiB reserved (20971520 bytes), 2 live allocations";
+  const std::string state = "initial state: 1 segments, 20.00 MiB reserved (20971520 bytes), 2 live allocations";
   CommandResult r = run_fraglab("inspect " + snap);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("events       0"), std::string::npos) << r.out;
@@ -61,9 +66,7 @@ TEST(SnapshotLayoutCli, BlocksWithoutAddressValidateExactly) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("state-only-blocks-without-address: EXACT"), std::string::npos) << r.out;
   // README: reserved 1,851,785,216 B at start = peak = end, 112 segments.
-  EXPECT_NE(r.out.find("peak reserved 1851785216 B recorded, 1851785216 B simulated"),
-            std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("peak reserved 1851785216 B recorded, 1851785216 B simulated"), std::string::npos) << r.out;
   r = run_fraglab("inspect " + snap);
   ASSERT_EQ(r.status, 0) << r.err;
   // 541 active blocks + the allocation the one trace entry frees (read with Python).

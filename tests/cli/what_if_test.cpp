@@ -106,21 +106,24 @@ TEST(WhatIf, CompareAddsTheRecordedSettingsAndStartsCold) {
 TEST(WhatIf, RecordedStartWarnsWhenItSetsTheResult) {
   FRAGLAB_NEEDS_REAL_TRACE(kReal);
   // gpt2medium's trace never reserves more than it started with: the peak is the start state's.
-  const auto r = run_fraglab("replay " + kReal + "gpt2medium-ctx128-train-cutoff.pickle -p pytorch:max_split_size_mb:64 "
+  const auto r = run_fraglab("replay " + kReal +
+                             "gpt2medium-ctx128-train-cutoff.pickle -p pytorch:max_split_size_mb:64 "
                              "--start-state recorded");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("start state recorded"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("warning: pytorch:max_split_size_mb:64"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the peak is reached at the start"), std::string::npos) << r.err;
   // Cold: no warning, the start is the policy's own.
-  const auto cold = run_fraglab("replay " + kReal + "gpt2medium-ctx128-train-cutoff.pickle -p pytorch --start-state cold");
+  const auto cold =
+      run_fraglab("replay " + kReal + "gpt2medium-ctx128-train-cutoff.pickle -p pytorch --start-state cold");
   ASSERT_EQ(cold.status, 0) << cold.err;
   EXPECT_EQ(cold.err.find("warning"), std::string::npos) << cold.err;
 }
 
 TEST(WhatIf, SweepOnACutOffTraceComparesColdAgainstTheRecordedSettings) {
   FRAGLAB_NEEDS_REAL_TRACE(kReal);
-  const auto r = run_fraglab("sweep " + kReal + "gpt2medium-ctx128-train-cutoff.pickle --grid max_split_size_mb=none,64,128,256 "
+  const auto r = run_fraglab("sweep " + kReal +
+                             "gpt2medium-ctx128-train-cutoff.pickle --grid max_split_size_mb=none,64,128,256 "
                              "--grid expandable_segments=False,True -j 2 --no-progress --top 0");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("start state cold"), std::string::npos) << r.out;
@@ -139,7 +142,8 @@ TEST(WhatIf, SweepOnACutOffTraceComparesColdAgainstTheRecordedSettings) {
 }
 
 TEST(WhatIf, StartStateOptionIsChecked) {
-  const auto r = run_fraglab("replay " + std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/two-phase.jsonl --start-state warm");
+  const auto r =
+      run_fraglab("replay " + std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/two-phase.jsonl --start-state warm");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--start-state 'warm': expected recorded, cold or auto"), std::string::npos) << r.err;
 }

@@ -35,7 +35,7 @@ TEST(SimDevice, SmallMallocsAreRoundedTo512Bytes) {
   auto a = device.malloc(1);
   auto b = device.malloc(513);
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(*b - *a, 512u);       // 1 byte occupies one 512-byte unit
+  EXPECT_EQ(*b - *a, 512u);  // 1 byte occupies one 512-byte unit
   EXPECT_EQ(device.reserved(), 512u + 1024u);
 }
 
@@ -95,7 +95,7 @@ TEST(SimDevice, VmmMapAndUnmapCountReservedInPages) {
   ASSERT_EQ(rec.calls.size(), 3u);
   EXPECT_EQ(rec.calls[2], std::make_tuple(DeviceCall::Unmap, *range + 10 * MiB, 20 * MiB));
   EXPECT_THROW(device.unmap(*range + 10 * MiB, 2 * MiB), std::logic_error);  // not mapped any more
-  EXPECT_THROW(device.release_range(*range), std::logic_error);            // pages still mapped
+  EXPECT_THROW(device.release_range(*range), std::logic_error);              // pages still mapped
   device.unmap(*range, 10 * MiB);
   device.unmap(*range + 30 * MiB, 30 * MiB);
   device.release_range(*range);
@@ -106,7 +106,7 @@ TEST(SimDevice, MisuseIsALogicError) {
   SimDevice device;
   EXPECT_THROW(device.free(0x1234), std::logic_error);
   auto range = device.reserve_range(10 * MiB);
-  EXPECT_THROW(device.map(*range, 3 * MiB), std::logic_error);  // not whole pages
+  EXPECT_THROW(device.map(*range, 3 * MiB), std::logic_error);            // not whole pages
   EXPECT_THROW(device.map(*range + 8 * MiB, 4 * MiB), std::logic_error);  // past the range end
 }
 
@@ -127,7 +127,7 @@ TEST(SimDevice, AliasesMapPagesTwiceWithoutReservingMore) {
   EXPECT_EQ(device.reserved(), 6 * MiB);  // 4 + 2 MiB of pages; the alias adds nothing
   EXPECT_EQ(device.physical_in_use(), 6 * MiB);
   EXPECT_EQ(device.counters().alias_map_calls, 2u);
-  EXPECT_EQ(device.device_allocs(), 2u);  // the two maps; aliases are not new memory
+  EXPECT_EQ(device.device_allocs(), 2u);                        // the two maps; aliases are not new memory
   EXPECT_TRUE(device.is_backed(*stitched + 1 * MiB, 4 * MiB));  // spans both aliases
   EXPECT_THROW(device.unmap(*b, 2 * MiB), std::logic_error);    // still aliased
   EXPECT_THROW(device.release_range(*stitched), std::logic_error);
@@ -147,7 +147,7 @@ TEST(SimDevice, IsBackedCoversMallocRangesAndMappedPagesOnly) {
   auto r = device.reserve_range(6 * MiB);
   ASSERT_TRUE(m && r && device.map(*r, 2 * MiB) && device.map(*r + 4 * MiB, 2 * MiB));
   EXPECT_TRUE(device.is_backed(*m, 1000));
-  EXPECT_TRUE(device.is_backed(*m + 512, 512));   // the 1024-byte footprint
+  EXPECT_TRUE(device.is_backed(*m + 512, 512));  // the 1024-byte footprint
   EXPECT_FALSE(device.is_backed(*m, 2000));
   EXPECT_TRUE(device.is_backed(*r, 2 * MiB));
   EXPECT_FALSE(device.is_backed(*r + 1 * MiB, 2 * MiB));  // runs into the unmapped middle page

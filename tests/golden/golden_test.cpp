@@ -52,7 +52,7 @@ const std::vector<std::string> kTaggedSpecs = {
 };
 
 struct GoldenCase {
-  std::string name;   // names the expected files and the test
+  std::string name;  // names the expected files and the test
   fs::path trace;
   std::string extra;  // further replay options
   bool tagged = false;
@@ -67,9 +67,9 @@ std::vector<GoldenCase> golden_cases() {
   cases.push_back({"two_gpus_device1", source / "tests/data/two-gpus.pickle", "--device-index 1", false, false});
   cases.push_back({"gen_gpt2_xl_zero3", source / "tests/golden/traces/gpt2.jsonl.gz", "", true, false});
   cases.push_back({"gen_t5_3b_fsdp1", source / "tests/golden/traces/t5.jsonl.gz", "", true, false});
-  for (const char* snapshot : {"finetune-step-oldformat", "gpt2medium-ctx128-train-cutoff", "lm-forward-bf16-nosegments",
-                               "lm2.7b-ctx128-fullstep", "lm2.7b-ctx512-forward-bf16",
-                               "state-only-blocks-without-address", "tiny-segments"})
+  for (const char* snapshot :
+       {"finetune-step-oldformat", "gpt2medium-ctx128-train-cutoff", "lm-forward-bf16-nosegments",
+        "lm2.7b-ctx128-fullstep", "lm2.7b-ctx512-forward-bf16", "state-only-blocks-without-address", "tiny-segments"})
     cases.push_back({snapshot, fs::path(FRAGLAB_REAL_TRACES) / (std::string(snapshot) + ".pickle"), "", false, true});
   return cases;
 }

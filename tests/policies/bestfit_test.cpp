@@ -71,14 +71,14 @@ TEST(BestFit, EqualSizedRangesGoLowestAddressFirst) {
 
 TEST(BestFit, FreeCoalescesWithBothNeighbours) {
   const Trace t = make_trace({
-      alloc(1, 512 * KiB),  // 0: B
-      alloc(2, 512 * KiB),  // 1: B+512K
-      alloc(3, 512 * KiB),  // 2: B+1M
-      alloc(4, 512 * KiB),  // 3: B+1.5M; the page is full, no free range left
-      free_of(1),           // 4: [B, B+512K)
-      free_of(3),           // 5: [B+1M, B+1.5M)
-      free_of(2),           // 6: merges with both: [B, B+1.5M)
-      alloc(5, 1536 * KiB), // 7: fits the merged range exactly: B, no growth, no new map
+      alloc(1, 512 * KiB),   // 0: B
+      alloc(2, 512 * KiB),   // 1: B+512K
+      alloc(3, 512 * KiB),   // 2: B+1M
+      alloc(4, 512 * KiB),   // 3: B+1.5M; the page is full, no free range left
+      free_of(1),            // 4: [B, B+512K)
+      free_of(3),            // 5: [B+1M, B+1.5M)
+      free_of(2),            // 6: merges with both: [B, B+1.5M)
+      alloc(5, 1536 * KiB),  // 7: fits the merged range exactly: B, no growth, no new map
   });
   const PolicyRun run = run_policy("bestfit", t, 64 * MiB);
   expect_clean(run);
@@ -89,11 +89,11 @@ TEST(BestFit, FreeCoalescesWithBothNeighbours) {
 
 TEST(BestFit, ABlockIsReusableOnlyOnceItsFreeCompletes) {
   const Trace t = make_trace({
-      alloc(1, 1 * MiB),                     // 0: B
-      with_op(Op::FreeRequested, 1),         // 1: still in use on another stream
-      alloc(2, 1 * MiB),                     // 2: the tail [B+1M, B+2M) -> B+1M
-      with_op(Op::FreeCompleted, 1),         // 3: [B, B+1M) free now
-      alloc(3, 1 * MiB),                     // 4: -> B
+      alloc(1, 1 * MiB),              // 0: B
+      with_op(Op::FreeRequested, 1),  // 1: still in use on another stream
+      alloc(2, 1 * MiB),              // 2: the tail [B+1M, B+2M) -> B+1M
+      with_op(Op::FreeCompleted, 1),  // 3: [B, B+1M) free now
+      alloc(3, 1 * MiB),              // 4: -> B
   });
   const PolicyRun run = run_policy("bestfit", t, 64 * MiB);
   expect_clean(run);
@@ -119,10 +119,10 @@ TEST(BestFit, ThresholdZeroReleasesEveryWholeFreePageAtOnce) {
   EXPECT_EQ(run.addr(1), B + 3 * MiB);
   EXPECT_EQ(run.addr(4), B);
   EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{
-                           map_call(B, 4 * MiB),            // event 0
-                           unmap_call(B, 2 * MiB),          // event 2: page 0 only (page 1 shared)
+                           map_call(B, 4 * MiB),              // event 0
+                           unmap_call(B, 2 * MiB),            // event 2: page 0 only (page 1 shared)
                            unmap_call(B + 2 * MiB, 2 * MiB),  // event 3: page 1, what is still mapped
-                           map_call(B, 2 * MiB),            // event 4: page 0 again
+                           map_call(B, 2 * MiB),              // event 4: page 0 again
                        }));
   EXPECT_EQ(run.result.metrics.peak_reserved, 4 * MiB);
   EXPECT_EQ(run.reserved_at_end, 2 * MiB);
@@ -133,8 +133,8 @@ TEST(BestFit, ThresholdIsInclusiveAndUnmapsAMergedRunInOneCall) {
   // the one mapped run [B, B+4M).
   const PolicyRun run = run_policy("bestfit:release_threshold_mb:4", release_trace(), 64 * MiB);
   expect_clean(run);
-  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{map_call(B, 4 * MiB), unmap_call(B, 4 * MiB),
-                                                      map_call(B, 2 * MiB)}));
+  EXPECT_EQ(run.calls,
+            (std::vector<DeviceCallRecord>{map_call(B, 4 * MiB), unmap_call(B, 4 * MiB), map_call(B, 2 * MiB)}));
   EXPECT_EQ(run.reserved_at_end, 2 * MiB);
 }
 
@@ -149,25 +149,25 @@ TEST(BestFit, DefaultThresholdKeepsSmallRunsMapped) {
 TEST(BestFit, RefusedMapFlushesCachedPagesRetriesThenReportsOutOfMemory) {
   // Capacity 8 MiB; threshold never, so freed pages stay mapped until the flush.
   const Trace t = make_trace({
-      alloc(1, 4 * MiB),  // 0: B, Map(B, 4M); reserved 4M
-      alloc(2, 2 * MiB),  // 1: grows: B+4M, Map(B+4M, 2M); reserved 6M
-      free_of(1),         // 2: [B, B+4M) free, still mapped
-      alloc(3, 6 * MiB),  // 3: no free range holds 6M and the top block is live: start B+6M;
-                          //    Map(B+6M, 6M) needs 12M > 8M: refused. Flush: Unmap(B, 4M);
-                          //    retry: 2M + 6M = 8M fits: Map(B+6M, 6M)
-      alloc(4, 1 * MiB),  // 4: best fit [B, B+4M) needs page 0: 8M + 2M > 8M: refused; the flush
-                          //    finds no mapped free page; retry refused: out of memory
-      free_of(2),         // 5: cached (never)
-      free_of(3),         // 6: cached; the run [B, B+12M) has mapped pages [B+4M, B+12M)
+      alloc(1, 4 * MiB),    // 0: B, Map(B, 4M); reserved 4M
+      alloc(2, 2 * MiB),    // 1: grows: B+4M, Map(B+4M, 2M); reserved 6M
+      free_of(1),           // 2: [B, B+4M) free, still mapped
+      alloc(3, 6 * MiB),    // 3: no free range holds 6M and the top block is live: start B+6M;
+                            //    Map(B+6M, 6M) needs 12M > 8M: refused. Flush: Unmap(B, 4M);
+                            //    retry: 2M + 6M = 8M fits: Map(B+6M, 6M)
+      alloc(4, 1 * MiB),    // 4: best fit [B, B+4M) needs page 0: 8M + 2M > 8M: refused; the flush
+                            //    finds no mapped free page; retry refused: out of memory
+      free_of(2),           // 5: cached (never)
+      free_of(3),           // 6: cached; the run [B, B+12M) has mapped pages [B+4M, B+12M)
       empty_cache_event(),  // 7: one Unmap of the whole mapped run
   });
   const PolicyRun run = run_policy("bestfit:release_threshold_mb:never", t, 8 * MiB);
   expect_clean(run);
   EXPECT_EQ(run.addr(3), B + 6 * MiB);
   EXPECT_FALSE(run.blocks[4].has_value());
-  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{map_call(B, 4 * MiB), map_call(B + 4 * MiB, 2 * MiB),
-                                                      unmap_call(B, 4 * MiB), map_call(B + 6 * MiB, 6 * MiB),
-                                                      unmap_call(B + 4 * MiB, 8 * MiB)}));
+  EXPECT_EQ(run.calls,
+            (std::vector<DeviceCallRecord>{map_call(B, 4 * MiB), map_call(B + 4 * MiB, 2 * MiB), unmap_call(B, 4 * MiB),
+                                           map_call(B + 6 * MiB, 6 * MiB), unmap_call(B + 4 * MiB, 8 * MiB)}));
   EXPECT_EQ(run.result.metrics.num_alloc_retries, 2u);  // event 3 (then served) and event 4
   EXPECT_EQ(run.result.metrics.num_ooms, 1u);
   ASSERT_EQ(run.result.ooms.size(), 1u);
@@ -240,7 +240,7 @@ TEST(BestFit, SegmentsAreTheMappedRunsWithTheirPieces) {
   };
   EXPECT_EQ(stat("arena_bytes"), static_cast<std::int64_t>(10 * MiB));
   EXPECT_EQ(stat("mapped_bytes"), static_cast<std::int64_t>(8 * MiB));
-  EXPECT_EQ(stat("free_bytes"), static_cast<std::int64_t>(4 * MiB));        // 3M + 1M
+  EXPECT_EQ(stat("free_bytes"), static_cast<std::int64_t>(4 * MiB));                // 3M + 1M
   EXPECT_EQ(stat("cached_mapped_free_bytes"), static_cast<std::int64_t>(2 * MiB));  // [B+1M,B+2M) + [B+9M,B+10M)
   EXPECT_EQ(stat("arena_growths"), 3);
 }
@@ -251,8 +251,8 @@ TEST(BestFit, RejectsBadOptions) {
   EXPECT_NE(unknown.find("bestfit"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("alignment"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("release_threshold_mb"), std::string::npos) << unknown;
-  for (const char* bad : {"bestfit:release_threshold_mb:-1", "bestfit:release_threshold_mb:1.5",
-                          "bestfit:release_threshold_mb:lots"}) {
+  for (const char* bad :
+       {"bestfit:release_threshold_mb:-1", "bestfit:release_threshold_mb:1.5", "bestfit:release_threshold_mb:lots"}) {
     const std::string m = message_of(bad);
     EXPECT_NE(m.find("release_threshold_mb"), std::string::npos) << m;
     EXPECT_NE(m.find("never"), std::string::npos) << m;

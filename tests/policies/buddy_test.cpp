@@ -30,23 +30,23 @@ std::int64_t stat(const Policy& policy, const std::string& key) {
 
 TEST(Buddy, SplitsToTheSmallestOrderAndMergesBuddiesOrderByOrder) {
   const Trace t = make_trace({
-      alloc(1, 1 * MiB),        // 0: nothing free: Malloc(B, 8M); split 8->4->2->1, keeping the low
-                                //    halves: free B+4M (o2), B+2M (o1), B+1M (o0); block B
-      alloc(2, 1 * MiB),        // 1: o0 has B+1M
-      alloc(3, 2 * MiB),        // 2: o1 has B+2M
-      alloc(4, 100),            // 3: min_block: o0 and o1 empty, split B+4M: free B+6M (o1), B+5M (o0)
-      alloc(5, 1536 * KiB),     // 4: 2M, o1 has B+6M
-      free_of(1),               // 5: buddy of B (o0) is B+1M, live: no merge
-      free_of(2),               // 6: buddy B free: merge to B (o1); its buddy B+2M is live
-      free_of(3),               // 7: buddy B (o1) free: merge to B (o2); buddy B+4M is split: stop
-      alloc(6, 3 * MiB),        // 8: 4M: o2 has exactly B
-      free_of(6),               // 9: B (o2) again
-      free_of(4),               // 10: B+4M merges with B+5M (o0) -> B+4M (o1); B+6M live
-      free_of(5),               // 11: B+6M merges with B+4M (o1) -> B+4M (o2), then with B (o2) -> B (o3)
-      alloc(7, 8 * MiB),        // 12: the whole top-level block, cached: no device call
-      alloc(8, 9 * MiB),        // 13: larger than 8M: own malloc of 16M at the bump pointer, B+8M
-      free_of(8),               // 14: straight back to the device
-      free_of(7),               // 15: the top-level block stays cached
+      alloc(1, 1 * MiB),     // 0: nothing free: Malloc(B, 8M); split 8->4->2->1, keeping the low
+                             //    halves: free B+4M (o2), B+2M (o1), B+1M (o0); block B
+      alloc(2, 1 * MiB),     // 1: o0 has B+1M
+      alloc(3, 2 * MiB),     // 2: o1 has B+2M
+      alloc(4, 100),         // 3: min_block: o0 and o1 empty, split B+4M: free B+6M (o1), B+5M (o0)
+      alloc(5, 1536 * KiB),  // 4: 2M, o1 has B+6M
+      free_of(1),            // 5: buddy of B (o0) is B+1M, live: no merge
+      free_of(2),            // 6: buddy B free: merge to B (o1); its buddy B+2M is live
+      free_of(3),            // 7: buddy B (o1) free: merge to B (o2); buddy B+4M is split: stop
+      alloc(6, 3 * MiB),     // 8: 4M: o2 has exactly B
+      free_of(6),            // 9: B (o2) again
+      free_of(4),            // 10: B+4M merges with B+5M (o0) -> B+4M (o1); B+6M live
+      free_of(5),            // 11: B+6M merges with B+4M (o1) -> B+4M (o2), then with B (o2) -> B (o3)
+      alloc(7, 8 * MiB),     // 12: the whole top-level block, cached: no device call
+      alloc(8, 9 * MiB),     // 13: larger than 8M: own malloc of 16M at the bump pointer, B+8M
+      free_of(8),            // 14: straight back to the device
+      free_of(7),            // 15: the top-level block stays cached
   });
   const PolicyRun run = run_policy(kSmall, t, 64 * MiB);
   expect_clean(run);
@@ -110,15 +110,15 @@ TEST(Buddy, DefaultTopBlockIsOneGibOfMinBlocks512) {
 TEST(Buddy, RefusedMallocFlushesCachedTopBlocksRetriesThenReportsOutOfMemory) {
   // Capacity 24 MiB, top-level blocks of 8 MiB.
   const Trace t = make_trace({
-      alloc(1, 1 * MiB),  // 0: Malloc(B, 8M); block B
-      alloc(2, 8 * MiB),  // 1: no o3 block free: Malloc(B+8M, 8M); reserved 16M
-      free_of(2),         // 2: wholly free again: cached
-      alloc(3, 9 * MiB),  // 3: own malloc of 16M: 16 + 16 > 24, refused; flush: Free(B+8M);
-                          //    retry: 8 + 16 = 24 fits, at the bump pointer B+16M
-      alloc(4, 8 * MiB),  // 4: Malloc(8M) refused (24 + 8); the flush finds nothing cached;
-                          //    refused again: out of memory
-      free_of(3),         // 5: Free(B+16M, 16M)
-      free_of(1),         // 6: the top-level block at B is wholly free: cached
+      alloc(1, 1 * MiB),    // 0: Malloc(B, 8M); block B
+      alloc(2, 8 * MiB),    // 1: no o3 block free: Malloc(B+8M, 8M); reserved 16M
+      free_of(2),           // 2: wholly free again: cached
+      alloc(3, 9 * MiB),    // 3: own malloc of 16M: 16 + 16 > 24, refused; flush: Free(B+8M);
+                            //    retry: 8 + 16 = 24 fits, at the bump pointer B+16M
+      alloc(4, 8 * MiB),    // 4: Malloc(8M) refused (24 + 8); the flush finds nothing cached;
+                            //    refused again: out of memory
+      free_of(3),           // 5: Free(B+16M, 16M)
+      free_of(1),           // 6: the top-level block at B is wholly free: cached
       empty_cache_event(),  // 7: Free(B, 8M)
   });
   const PolicyRun run = run_policy(kSmall, t, 24 * MiB);

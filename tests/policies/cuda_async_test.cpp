@@ -25,7 +25,9 @@ Event empty_cache() {
 }
 
 // Strings of every trace below: mark(0, 1) is a step mark, mark(2, 3) a phase mark.
-Trace with_marks(std::vector<Event> events) { return make_trace(std::move(events), {"step", "1", "phase", "\"forward\""}); }
+Trace with_marks(std::vector<Event> events) {
+  return make_trace(std::move(events), {"step", "1", "phase", "\"forward\""});
+}
 
 DeviceCallRecord map(Addr offset, Bytes size) { return {DeviceCall::Map, kBase + offset, size}; }
 DeviceCallRecord unmap(Addr offset, Bytes size) { return {DeviceCall::Unmap, kBase + offset, size}; }
@@ -37,7 +39,6 @@ std::int64_t stat(const PolicyRun& run, const std::string& key) {
   ADD_FAILURE() << "no stat " << key;
   return -2;
 }
-
 
 TEST(CudaAsync, SameStreamReusesAFreeAtOnceOtherStreamsDoNot) {
   const Trace t = with_marks({alloc(1, 1 * MiB), free_of(1), alloc(2, 1 * MiB, kSide), alloc(3, 1 * MiB)});
@@ -89,8 +90,8 @@ TEST(CudaAsync, PhaseMarksAndSyncOnMarkNoneAreNoSynchronisation) {
 }
 
 TEST(CudaAsync, DeferredFreeIsReusableByEveryStreamAtFreeCompleted) {
-  const std::vector<Event> events = {alloc(1, 2 * MiB),      free_requested(1), alloc(2, 2 * MiB),
-                                     free_completed(1),      alloc(3, 2 * MiB, kSide), mark(0, 1),
+  const std::vector<Event> events = {alloc(1, 2 * MiB),       free_requested(1),        alloc(2, 2 * MiB),
+                                     free_completed(1),       alloc(3, 2 * MiB, kSide), mark(0, 1),
                                      alloc(4, 2 * MiB, kSide)};
   const PolicyRun run = run_policy("cuda_async", with_marks(events));
   expect_clean(run);
@@ -146,7 +147,8 @@ TEST(CudaAsync, APartialReleaseThresholdTrimsTheHighestFreePagesFirst) {
 TEST(CudaAsync, EmptyCacheSynchronisesAndTrimsToZero) {
   // e0 maps [0, 4) for 3 MiB; e1 takes the free tail [3, 4); e2 frees [0, 3) on stream 0; e3
   // releases page [0, 2) (page [2, 4) still holds block 2); e4: stream 7 may reuse [0, 3) now.
-  const Trace t = with_marks({alloc(1, 3 * MiB), alloc(2, 1 * MiB), free_of(1), empty_cache(), alloc(3, 3 * MiB, kSide)});
+  const Trace t =
+      with_marks({alloc(1, 3 * MiB), alloc(2, 1 * MiB), free_of(1), empty_cache(), alloc(3, 3 * MiB, kSide)});
   const PolicyRun run = run_policy("cuda_async", t);
   expect_clean(run);
   EXPECT_EQ(run.addr(1), kBase + 3 * MiB);
@@ -214,8 +216,8 @@ TEST(CudaAsync, TheFlushCompletesDeferredFrees) {
   // Capacity 4 MiB: two 2 MiB blocks fill it. Block 1's free is requested, not completed, at e3.
   // The flush synchronises the device, so block 1 returns to the pool; TrimTo(0) unmaps [0, 2)
   // and the retry maps it again for block 3. Block 1's later free_completed changes nothing.
-  const Trace t = with_marks({alloc(1, 2 * MiB), alloc(2, 2 * MiB), free_requested(1), alloc(3, 2 * MiB),
-                              free_completed(1), free_of(3)});
+  const Trace t = with_marks(
+      {alloc(1, 2 * MiB), alloc(2, 2 * MiB), free_requested(1), alloc(3, 2 * MiB), free_completed(1), free_of(3)});
   const PolicyRun run = run_policy("cuda_async", t, 4 * MiB);
   expect_clean(run);
   EXPECT_EQ(run.addr(3), kBase);

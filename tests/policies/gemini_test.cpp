@@ -136,7 +136,8 @@ TEST(GeminiSearch, ParameterSizesAreTheResidentParamTensorsOfTheFirstStep) {
   EXPECT_EQ(p.window_requests, 4u);
   EXPECT_TRUE(p.resident_only);
   // Without step marks the window is the whole trace; with nothing resident, every param counts.
-  const Trace transient = make_trace({tagged_alloc(1, 700, 0), free_of(1), tagged_alloc(2, 900, 0), free_of(2)}, {"param"});
+  const Trace transient =
+      make_trace({tagged_alloc(1, 700, 0), free_of(1), tagged_alloc(2, 900, 0), free_of(2)}, {"param"});
   const gemini::ParameterSizes q = gemini::parameter_sizes(transient, planned_requests(transient), 0);
   EXPECT_EQ(q.sizes, (std::vector<Bytes>{700, 900}));
   EXPECT_FALSE(q.resident_only);
@@ -149,9 +150,9 @@ TEST(Gemini, TheSearchedChunkSizePacksTheParams) {
   // The first search test scaled to MiB: params {3, 5, 2, 7, 1} MiB, min chunk 6 MiB, range
   // 4 MiB, interval 1 MiB: chunk 10 MiB, 2 MiB wasted. Chunk 1 (10 MiB, 2 MiB aligned at kBase)
   // holds 3, 5, 2; 7 does not fit: chunk 2 at kBase + 10 MiB holds 7 and 1.
-  const Trace t = tagged({tagged_alloc(1, 3 * MiB, kParam), tagged_alloc(2, 5 * MiB, kParam),
-                          tagged_alloc(3, 2 * MiB, kParam), tagged_alloc(4, 7 * MiB, kParam),
-                          tagged_alloc(5, 1 * MiB, kParam)});
+  const Trace t =
+      tagged({tagged_alloc(1, 3 * MiB, kParam), tagged_alloc(2, 5 * MiB, kParam), tagged_alloc(3, 2 * MiB, kParam),
+              tagged_alloc(4, 7 * MiB, kParam), tagged_alloc(5, 1 * MiB, kParam)});
   const PolicyRun run =
       run_policy("gemini:inner:nocache,min_chunk_size_mb:6,search_range_mb:4,search_interval:1MiB", t);
   expect_clean(run);
@@ -174,21 +175,21 @@ TEST(Gemini, TheSearchedChunkSizePacksTheParams) {
 TEST(Gemini, PacksClosesRecyclesAndGivesOversizedTensorsTheirOwnChunk) {
   constexpr Bytes K = KiB;
   const Trace t = tagged({
-      tagged_alloc(1, 400 * K, kParam),  // e0: chunk A = malloc 1 MiB at 0; tensor at 0
-      tagged_alloc(2, 500 * K, kParam),  // e1: fits A (900 KiB): at 400 KiB
-      tagged_alloc(3, 300 * K, kParam),  // e2: 1200 KiB > 1 MiB: A closes; chunk B at 1 MiB
-      alloc(4, 100 * K),                 // e3: untagged -> nocache: malloc at 2 MiB
-      tagged_alloc(5, 200 * K, kGrad),   // e4: grad's own chunk C at 2 MiB + 100 KiB
-      free_of(1),                        // e5
-      free_of(2),                        // e6: A (closed) has no live tensor: cached
-      tagged_alloc(6, 900 * K, kParam),  // e7: B (300 used) is full for it: B closes; A reused: at 0
-      tagged_alloc(7, 3 * MiB, kOpt),    // e8: larger than a chunk: own 3 MiB chunk D, 2 MiB aligned: 4 MiB
-      tagged_alloc(8, 100 * K, kOpt),    // e9: D is full: closes; chunk E at 7 MiB
-      free_of(6),                        // e10: A is param's open chunk: empties, fills from 0 again
+      tagged_alloc(1, 400 * K, kParam),   // e0: chunk A = malloc 1 MiB at 0; tensor at 0
+      tagged_alloc(2, 500 * K, kParam),   // e1: fits A (900 KiB): at 400 KiB
+      tagged_alloc(3, 300 * K, kParam),   // e2: 1200 KiB > 1 MiB: A closes; chunk B at 1 MiB
+      alloc(4, 100 * K),                  // e3: untagged -> nocache: malloc at 2 MiB
+      tagged_alloc(5, 200 * K, kGrad),    // e4: grad's own chunk C at 2 MiB + 100 KiB
+      free_of(1),                         // e5
+      free_of(2),                         // e6: A (closed) has no live tensor: cached
+      tagged_alloc(6, 900 * K, kParam),   // e7: B (300 used) is full for it: B closes; A reused: at 0
+      tagged_alloc(7, 3 * MiB, kOpt),     // e8: larger than a chunk: own 3 MiB chunk D, 2 MiB aligned: 4 MiB
+      tagged_alloc(8, 100 * K, kOpt),     // e9: D is full: closes; chunk E at 7 MiB
+      free_of(6),                         // e10: A is param's open chunk: empties, fills from 0 again
       tagged_alloc(9, 1000 * K, kParam),  // e11: at 0
-      free_of(9),                        // e12: A empty and open
-      free_of(3),                        // e13: B (closed) empty: cached
-      empty_cache(),                     // e14: frees A and B (no live tensor), in address order
+      free_of(9),                         // e12: A empty and open
+      free_of(3),                         // e13: B (closed) empty: cached
+      empty_cache(),                      // e14: frees A and B (no live tensor), in address order
       tagged_alloc(10, 100 * K, kParam),  // e15: new chunk F at 8 MiB (the bump pointer never goes back)
   });
   const PolicyRun run = run_policy("gemini:inner:nocache,chunk_size_mb:1", t);
@@ -203,11 +204,11 @@ TEST(Gemini, PacksClosesRecyclesAndGivesOversizedTensorsTheirOwnChunk) {
   EXPECT_EQ(run.addr(9), kBase + 7 * MiB);
   EXPECT_EQ(run.addr(11), kBase);
   EXPECT_EQ(run.addr(15), kBase + 8 * MiB);
-  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{
-                           malloc_at(0, 1 * MiB), malloc_at(1 * MiB, 1 * MiB), malloc_at(2 * MiB, 100 * K),
-                           malloc_at(2 * MiB + 100 * K, 1 * MiB), malloc_at(4 * MiB, 3 * MiB),
-                           malloc_at(7 * MiB, 1 * MiB), free_at(0, 1 * MiB), free_at(1 * MiB, 1 * MiB),
-                           malloc_at(8 * MiB, 1 * MiB)}));
+  EXPECT_EQ(run.calls,
+            (std::vector<DeviceCallRecord>{
+                malloc_at(0, 1 * MiB), malloc_at(1 * MiB, 1 * MiB), malloc_at(2 * MiB, 100 * K),
+                malloc_at(2 * MiB + 100 * K, 1 * MiB), malloc_at(4 * MiB, 3 * MiB), malloc_at(7 * MiB, 1 * MiB),
+                free_at(0, 1 * MiB), free_at(1 * MiB, 1 * MiB), malloc_at(8 * MiB, 1 * MiB)}));
   // Before e14: A, B, C, D, E (1 + 1 + 1 + 3 + 1 MiB) and the 100 KiB untagged block.
   EXPECT_EQ(run.result.metrics.peak_reserved, 7 * MiB + 100 * K);
   EXPECT_EQ(stat(run.result, "chunk_reuses"), 1);
@@ -218,8 +219,8 @@ TEST(Gemini, PacksClosesRecyclesAndGivesOversizedTensorsTheirOwnChunk) {
 }
 
 TEST(Gemini, SegmentsListTheChunksWithTheirTensorsAndTheInnerPolicysSegments) {
-  const Trace t = tagged({tagged_alloc(1, 100 * KiB, kParam), tagged_alloc(2, 200 * KiB, kParam), free_of(1),
-                          alloc(3, 4 * MiB)});
+  const Trace t =
+      tagged({tagged_alloc(1, 100 * KiB, kParam), tagged_alloc(2, 200 * KiB, kParam), free_of(1), alloc(3, 4 * MiB)});
   SimDevice device;
   std::unique_ptr<Policy> policy = create_policy("gemini:chunk_size_mb:1", device);
   Replayer(t, *policy, device).run("gemini");
@@ -243,8 +244,9 @@ TEST(Gemini, SegmentsListTheChunksWithTheirTensorsAndTheInnerPolicysSegments) {
 TEST(Gemini, DeferredFreesOfChunkTensorsCompleteAtFreeCompleted) {
   // A chunk tensor whose free is only requested still holds its chunk: the next param tensor
   // after the chunk fills cannot reuse it.
-  const Trace t = tagged({tagged_alloc(1, 1 * MiB, kParam), with_op(Op::FreeRequested, 1), tagged_alloc(2, 1 * MiB, kParam),
-                          with_op(Op::FreeCompleted, 1), tagged_alloc(3, 1 * MiB, kParam)});
+  const Trace t =
+      tagged({tagged_alloc(1, 1 * MiB, kParam), with_op(Op::FreeRequested, 1), tagged_alloc(2, 1 * MiB, kParam),
+              with_op(Op::FreeCompleted, 1), tagged_alloc(3, 1 * MiB, kParam)});
   const PolicyRun run = run_policy("gemini:inner:nocache,chunk_size_mb:1", t);
   expect_clean(run);
   EXPECT_EQ(run.addr(2), kBase + 1 * MiB);  // chunk A still busy: new chunk B
@@ -319,12 +321,14 @@ TEST(Gemini, BadOptionsNameTheKeyAndTheAcceptedValues) {
   EXPECT_EQ(message("gemini:colour:red"),
             "gemini: unknown option 'colour' (accepted: inner, chunk_size_mb, search_range_mb, search_interval, "
             "min_chunk_size_mb, filter_exlarge_params)");
-  EXPECT_EQ(message("gemini:chunk_size_mb:0"), "gemini: chunk_size_mb: expected a number of MiB > 0 (e.g. 64 or 0.5), got '0'");
+  EXPECT_EQ(message("gemini:chunk_size_mb:0"),
+            "gemini: chunk_size_mb: expected a number of MiB > 0 (e.g. 64 or 0.5), got '0'");
   EXPECT_EQ(message("gemini:search_range_mb:-1"),
             "gemini: search_range_mb: expected a number of MiB >= 0 (e.g. 64 or 0.5), got '-1'");
   EXPECT_EQ(message("gemini:search_interval:0"),
             "gemini: search_interval: expected a positive number of bytes (e.g. 2048 or 4KiB), got '0'");
-  EXPECT_EQ(message("gemini:filter_exlarge_params:maybe"), "gemini: filter_exlarge_params: expected True or False, got 'maybe'");
+  EXPECT_EQ(message("gemini:filter_exlarge_params:maybe"),
+            "gemini: filter_exlarge_params: expected True or False, got 'maybe'");
   EXPECT_EQ(message("gemini:search_interval:1"),
             "gemini: search_range_mb / search_interval make 67108865 candidate chunk sizes, at most 4194304 are "
             "searched (raise search_interval or lower search_range_mb)");

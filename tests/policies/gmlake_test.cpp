@@ -42,10 +42,7 @@ std::int64_t stat(const PolicyRun& run, std::string_view key) {
   return -1;
 }
 
-
-std::vector<Event> setup_a() {
-  return {alloc(1, 20 * M), alloc(2, 30 * M), alloc(3, 40 * M), free_of(1), free_of(3)};
-}
+std::vector<Event> setup_a() { return {alloc(1, 20 * M), alloc(2, 30 * M), alloc(3, 40 * M), free_of(1), free_of(3)}; }
 
 Trace setup_a_then(std::vector<Event> more) {
   std::vector<Event> events = setup_a();
@@ -61,7 +58,6 @@ std::vector<DeviceCallRecord> setup_calls_then(std::vector<DeviceCallRecord> mor
   calls.insert(calls.end(), more.begin(), more.end());
   return calls;
 }
-
 
 // ---- options ----------------------------------------------------------------------------------
 
@@ -100,8 +96,8 @@ TEST(GmlakeLarge, RoundsToTwoMiBAndCarvesRequestsUnderTenMiBFromTwentyMiBSegment
   // 10M -> best fit 16M@kBase+4M, split 10M | 6M free.
   // 10M+1 -> 12M: 6M does not fit; 12M >= 10M so the segment is 12M, at the bump pointer kBase+20M.
   // free 10M@kBase+4M merges with the 6M after it: 16M, which the 16M request then fits exactly.
-  const Trace t = make_trace({alloc(1, 3 * M + 5), alloc(2, 10 * M), alloc(3, 10 * M + 1), free_of(2),
-                              alloc(4, 16 * M)});
+  const Trace t =
+      make_trace({alloc(1, 3 * M + 5), alloc(2, 10 * M), alloc(3, 10 * M + 1), free_of(2), alloc(4, 16 * M)});
   const PolicyRun run = run_policy("gmlake:self_check:true", t);
   expect_clean(run);
   EXPECT_EQ(run.addr(0), at(0));
@@ -187,8 +183,8 @@ TEST(GmlakeStitch, OnlyRequestsOfAtLeastFragLimitAreStitched) {
 
 TEST(GmlakeStitch, NeedsTwoFreeBlocksOfTheRequestsStream) {
   // The 40M block is allocated (and freed) on stream 1: stream 0 has one free block, no stitch.
-  const Trace t = make_trace({alloc(1, 20 * M), alloc(2, 30 * M), alloc(3, 40 * M, 1), free_of(1), free_of(3),
-                              alloc(4, 60 * M)});
+  const Trace t =
+      make_trace({alloc(1, 20 * M), alloc(2, 30 * M), alloc(3, 40 * M, 1), free_of(1), free_of(3), alloc(4, 60 * M)});
   const PolicyRun run = run_policy("gmlake:frag_limit:0,self_check:true", t);
   expect_clean(run);
   EXPECT_EQ(run.addr(5), at(90 * M));
@@ -198,12 +194,12 @@ TEST(GmlakeStitch, NeedsTwoFreeBlocksOfTheRequestsStream) {
 // All three setup segments freed, then one 90M sBlock (40M@+50M, 30M@+20M, 20M@+0) at kBase+90M,
 // then freed: a clean cached sBlock over three whole free segments.
 std::vector<Event> three_piece_sblock() {
-  return {alloc(1, 20 * M), alloc(2, 30 * M), alloc(3, 40 * M), free_of(1), free_of(2), free_of(3),
-          alloc(4, 90 * M), free_of(4)};
+  return {alloc(1, 20 * M), alloc(2, 30 * M), alloc(3, 40 * M), free_of(1),
+          free_of(2),       free_of(3),       alloc(4, 90 * M), free_of(4)};
 }
-const std::vector<DeviceCallRecord> kThreePieceCalls = {
-    map(at(0), 20 * M),        map(at(20 * M), 30 * M),    map(at(50 * M), 40 * M),
-    alias(at(90 * M), 40 * M), alias(at(130 * M), 30 * M), alias(at(160 * M), 20 * M)};
+const std::vector<DeviceCallRecord> kThreePieceCalls = {map(at(0), 20 * M),         map(at(20 * M), 30 * M),
+                                                        map(at(50 * M), 40 * M),    alias(at(90 * M), 40 * M),
+                                                        alias(at(130 * M), 30 * M), alias(at(160 * M), 20 * M)};
 
 TEST(GmlakeStitch, SplitsTheSmallestBlockTakenAndReuseLimitRefusesATooLargeSBlock) {
   // 46M: no free pBlock fits (20, 30, 40). The cached 90M sBlock is more than 46M x 1.5 = 69M, so
@@ -268,8 +264,8 @@ TEST(GmlakeDefragLevel, LevelTwoStitchesOnlyAfterTheFlushAndItsRetryFail) {
   std::vector<Event> events = two_split_segments();
   events.push_back(alloc(5, 30 * M));
   const Trace t = make_trace(events);
-  const std::vector<DeviceCallRecord> calls = {map(at(0), 40 * M), map(at(40 * M), 40 * M),
-                                               alias(at(80 * M), 20 * M), alias(at(100 * M), 10 * M)};
+  const std::vector<DeviceCallRecord> calls = {map(at(0), 40 * M), map(at(40 * M), 40 * M), alias(at(80 * M), 20 * M),
+                                               alias(at(100 * M), 10 * M)};
   const PolicyRun level2 = run_policy("gmlake:frag_limit:0,defrag_level:2,self_check:true", t, 90 * M);
   expect_clean(level2);
   EXPECT_EQ(level2.addr(4), at(0));
@@ -296,8 +292,7 @@ TEST(GmlakeDefragLevel, LevelTwoFlushesBeforeStitching) {
       run_policy("gmlake:frag_limit:0,defrag_level:2,self_check:true", setup_a_then({alloc(4, 60 * M)}), 100 * M);
   expect_clean(run);
   EXPECT_EQ(run.addr(5), at(90 * M));
-  EXPECT_EQ(run.calls,
-            setup_calls_then({unmap(at(0), 20 * M), unmap(at(50 * M), 40 * M), map(at(90 * M), 60 * M)}));
+  EXPECT_EQ(run.calls, setup_calls_then({unmap(at(0), 20 * M), unmap(at(50 * M), 40 * M), map(at(90 * M), 60 * M)}));
   EXPECT_EQ(run.result.metrics.num_alloc_retries, 1u);
   EXPECT_EQ(run.reserved_at_end, 90 * M);
 }
@@ -344,10 +339,10 @@ TEST(GmlakeTeardown, TheFlushTearsDownCachedSBlocksBeforeUnmappingTheirPBlocks) 
   const PolicyRun run = run_policy("gmlake:frag_limit:0,self_check:true", t, 100 * M);
   expect_clean(run);
   EXPECT_EQ(run.addr(8), at(150 * M));
-  EXPECT_EQ(run.calls, setup_calls_then({alias(at(90 * M), 40 * M), alias(at(130 * M), 20 * M),
-                                         unalias(at(90 * M), 40 * M), unalias(at(130 * M), 20 * M),
-                                         unmap(at(0), 20 * M), unmap(at(20 * M), 30 * M), unmap(at(50 * M), 40 * M),
-                                         map(at(150 * M), 100 * M)}));
+  EXPECT_EQ(run.calls,
+            setup_calls_then({alias(at(90 * M), 40 * M), alias(at(130 * M), 20 * M), unalias(at(90 * M), 40 * M),
+                              unalias(at(130 * M), 20 * M), unmap(at(0), 20 * M), unmap(at(20 * M), 30 * M),
+                              unmap(at(50 * M), 40 * M), map(at(150 * M), 100 * M)}));
   EXPECT_EQ(run.result.metrics.num_alloc_retries, 1u);
   EXPECT_EQ(run.result.metrics.num_ooms, 0u);
   EXPECT_EQ(run.result.metrics.peak_reserved, 100 * M);
@@ -412,15 +407,15 @@ TEST(GmlakeEmptyCache, ReleasesFreePBlocksAfterTheirSBlocksAndTheSmallPool) {
   // Everything freed: three whole free segments, the cached sBlock over 20M@+0 and 40M@+50M, and
   // a small-pool segment (2 MiB cudaMalloc at the bump pointer kBase+150M). empty_cache releases
   // in the pool's order, tearing the sBlock down first, then the small pool.
-  const Trace t = setup_a_then(
-      {alloc(4, 60 * M), free_of(4), free_of(2), alloc(5, 1000), free_of(5), empty_cache_event()});
+  const Trace t =
+      setup_a_then({alloc(4, 60 * M), free_of(4), free_of(2), alloc(5, 1000), free_of(5), empty_cache_event()});
   const PolicyRun run = run_policy("gmlake:frag_limit:0,self_check:true", t);
   expect_clean(run);
   EXPECT_EQ(run.addr(8), at(150 * M));
-  EXPECT_EQ(run.calls, setup_calls_then({alias(at(90 * M), 40 * M), alias(at(130 * M), 20 * M),
-                                         cuda_malloc(at(150 * M), 2 * M), unalias(at(90 * M), 40 * M),
-                                         unalias(at(130 * M), 20 * M), unmap(at(0), 20 * M), unmap(at(20 * M), 30 * M),
-                                         unmap(at(50 * M), 40 * M), cuda_free(at(150 * M), 2 * M)}));
+  EXPECT_EQ(run.calls,
+            setup_calls_then({alias(at(90 * M), 40 * M), alias(at(130 * M), 20 * M), cuda_malloc(at(150 * M), 2 * M),
+                              unalias(at(90 * M), 40 * M), unalias(at(130 * M), 20 * M), unmap(at(0), 20 * M),
+                              unmap(at(20 * M), 30 * M), unmap(at(50 * M), 40 * M), cuda_free(at(150 * M), 2 * M)}));
   EXPECT_EQ(run.reserved_at_end, 0u);
 }
 
@@ -453,13 +448,12 @@ TEST(GmlakeOom, FlushesAndRetriesOnceThenReportsOutOfMemory) {
   expect_clean(run);
   EXPECT_EQ(run.addr(5), at(90 * M));
   EXPECT_FALSE(run.blocks[6].has_value());
-  EXPECT_EQ(run.calls,
-            setup_calls_then({unmap(at(0), 20 * M), unmap(at(50 * M), 40 * M), map(at(90 * M), 60 * M)}));
+  EXPECT_EQ(run.calls, setup_calls_then({unmap(at(0), 20 * M), unmap(at(50 * M), 40 * M), map(at(90 * M), 60 * M)}));
   EXPECT_EQ(run.result.metrics.num_alloc_retries, 2u);
   EXPECT_EQ(run.result.metrics.num_ooms, 1u);
   ASSERT_EQ(run.result.ooms.size(), 1u);
   const std::string& message = run.result.ooms[0].message;
-  EXPECT_NE(message.find("83886080"), std::string::npos) << message;             // 80M
+  EXPECT_NE(message.find("83886080"), std::string::npos) << message;               // 80M
   EXPECT_NE(message.find("94371840 of 104857600"), std::string::npos) << message;  // 90M of 100M
   EXPECT_EQ(run.reserved_at_end, 90 * M);
 }
@@ -474,8 +468,8 @@ TEST(GmlakeOom, ASmallRequestReleasesTheLargePoolsCacheBeforeGivingUp) {
   expect_clean(run);
   EXPECT_EQ(run.addr(2), at(20 * M));
   EXPECT_FALSE(run.blocks[3].has_value());
-  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{map(at(0), 20 * M), unmap(at(0), 20 * M),
-                                                      cuda_malloc(at(20 * M), 2 * M)}));
+  EXPECT_EQ(run.calls,
+            (std::vector<DeviceCallRecord>{map(at(0), 20 * M), unmap(at(0), 20 * M), cuda_malloc(at(20 * M), 2 * M)}));
   EXPECT_EQ(run.result.metrics.num_alloc_retries, 2u);
   EXPECT_EQ(run.result.metrics.num_ooms, 1u);
   // With the 20M block still live nothing can be released: the small request is out of memory.
@@ -534,7 +528,8 @@ TEST(GmlakeDeferredFree, APendingBlockIsReusedOnlyAfterItsFreeCompletesOrAFlush)
   EXPECT_FALSE(f.blocks[4].has_value());
   EXPECT_EQ(f.result.metrics.num_alloc_retries, 2u);
   EXPECT_EQ(f.result.metrics.num_ooms, 1u);
-  EXPECT_EQ(f.calls, (std::vector<DeviceCallRecord>{map(at(0), 20 * M), unmap(at(0), 20 * M), map(at(20 * M), 30 * M)}));
+  EXPECT_EQ(f.calls,
+            (std::vector<DeviceCallRecord>{map(at(0), 20 * M), unmap(at(0), 20 * M), map(at(20 * M), 30 * M)}));
 }
 
 TEST(GmlakeVmmOff, IsPytorchsAllocatorOnCudaMallocWithTwoMiBRounding) {
@@ -546,8 +541,9 @@ TEST(GmlakeVmmOff, IsPytorchsAllocatorOnCudaMallocWithTwoMiBRounding) {
   EXPECT_EQ(run.addr(5), at(90 * M));
   EXPECT_EQ(run.addr(6), at(0));
   EXPECT_EQ(run.blocks[6]->size, 2 * M);  // PyTorch itself would round 1 MiB + 1 to 1 MiB + 512
-  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{cuda_malloc(at(0), 20 * M), cuda_malloc(at(20 * M), 30 * M),
-                                                      cuda_malloc(at(50 * M), 40 * M), cuda_malloc(at(90 * M), 60 * M)}));
+  EXPECT_EQ(run.calls,
+            (std::vector<DeviceCallRecord>{cuda_malloc(at(0), 20 * M), cuda_malloc(at(20 * M), 30 * M),
+                                           cuda_malloc(at(50 * M), 40 * M), cuda_malloc(at(90 * M), 60 * M)}));
   EXPECT_EQ(stat(run, "stitches"), 0);
   EXPECT_FALSE(run.result.notes.empty());
 }

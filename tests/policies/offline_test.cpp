@@ -166,13 +166,13 @@ TEST(Offline, DeferredFreeEndsAtFreeCompleted) {
   //  the gap [0,1K) below B fits -> 0.
   // Had A ended at its free_requested (position 2), B would have taken 0.
   const Trace t = make_trace({
-      alloc(1, 1 * KiB),                     // 0: A
-      with_op(Op::FreeRequested, 1),         // 1
-      alloc(2, 1 * KiB),                     // 2: B
-      with_op(Op::FreeCompleted, 1),         // 3
-      alloc(3, 1 * KiB),                     // 4: C
-      free_of(2),                            // 5
-      free_of(3),                            // 6
+      alloc(1, 1 * KiB),              // 0: A
+      with_op(Op::FreeRequested, 1),  // 1
+      alloc(2, 1 * KiB),              // 2: B
+      with_op(Op::FreeCompleted, 1),  // 3
+      alloc(3, 1 * KiB),              // 4: C
+      free_of(2),                     // 5
+      free_of(3),                     // 6
   });
   const PolicyRun run = run_policy("offline", t);
   expect_clean_and_served(run);
@@ -340,7 +340,8 @@ TEST(Offline, SamePlanTwice) {
 TEST(Offline, OptionErrorsNameTheKeyAndTheAcceptedValues) {
   const auto message = spec_error;
   EXPECT_EQ(message("offline:colour:red"), "offline: unknown option 'colour' (accepted: alignment)");
-  const std::string expected_alignment = "offline: alignment: expected a power of two from 1 to 1073741824 (bytes), got ";
+  const std::string expected_alignment =
+      "offline: alignment: expected a power of two from 1 to 1073741824 (bytes), got ";
   EXPECT_EQ(message("offline:alignment:0"), expected_alignment + "'0'");
   EXPECT_EQ(message("offline:alignment:768"), expected_alignment + "'768'");
   EXPECT_EQ(message("offline:alignment:4KiB"), expected_alignment + "'4KiB'");
@@ -370,7 +371,8 @@ TEST(Offline, CallsOutsideThePlanAreLogicErrors) {
 
 TEST(Offline, SegmentsShowTheArenaWithItsLiveBlocks) {
   // The first trace of GreedyBySizeBeatsFirstFitInTimeOrder: A 2K, B 0, C 2K (arena 4K).
-  const Trace t = make_trace({alloc(1, 1 * KiB), alloc(2, 2 * KiB), free_of(1), alloc(3, 2 * KiB), free_of(2), free_of(3)});
+  const Trace t =
+      make_trace({alloc(1, 1 * KiB), alloc(2, 2 * KiB), free_of(1), alloc(3, 2 * KiB), free_of(2), free_of(3)});
   SimDevice device;
   std::unique_ptr<Policy> policy = create_policy("offline", device);
   policy->prepare(t);
@@ -527,8 +529,9 @@ TEST(OfflinePlan, OccupancyIndexAnswersTheUnionOfOverlappingRuns) {
       if (!insert) queries.push_back({first, last});
     }
     for (const bool announced : {false, true}) {
-      offline::OccupancyIndex index(slots, announced ? std::span<const offline::SlotRange>(queries)
-                                                     : std::span<const offline::SlotRange>(), cached_depth);
+      offline::OccupancyIndex index(
+          slots, announced ? std::span<const offline::SlotRange>(queries) : std::span<const offline::SlotRange>(),
+          cached_depth);
       std::vector<const Step*> inserted;
       for (std::size_t k = 0; k < steps.size(); ++k) {
         const auto [first, last] = steps[k].slots;

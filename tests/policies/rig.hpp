@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "fraglab/invariants.hpp"
-#include "fraglab/rng.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
+#include "fraglab/rng.hpp"
 #include "fraglab/sim_device.hpp"
 #include "support/events.hpp"
 
@@ -108,9 +108,7 @@ inline std::string spec_error(const std::string& spec) {
 inline Event empty_cache_event() { return with_op(Op::EmptyCache, 0); }
 
 // The invariant checker found nothing.
-inline void expect_clean(const PolicyRun& run) {
-  EXPECT_TRUE(run.violations.empty()) << run.violations.front();
-}
+inline void expect_clean(const PolicyRun& run) { EXPECT_TRUE(run.violations.empty()) << run.violations.front(); }
 
 // A seeded random single-stream trace of `steps` steps: 55 % allocs (one in `large_one_in` of
 // 1 .. large_max bytes, the others of 1 .. small_max), 43 % frees of a random live allocation,

@@ -37,13 +37,13 @@ std::int64_t stat(const Policy& policy, const std::string& key) {
 
 TEST(TlsfClasses, MappingInsertOnHandComputedValues) {
   // sl_bits 5: 32 slices per power of two.
-  EXPECT_EQ(class_of(512, 5), (SizeClass{9, 0}));          // 2^9 exactly
-  EXPECT_EQ(class_of(1000, 5), (SizeClass{9, 30}));        // slices of 16 B: 1000 / 16 = 62 -> 62 - 32
-  EXPECT_EQ(class_of(1 * MiB + 1, 5), (SizeClass{20, 0}));  // slices of 32K: the first one
-  EXPECT_EQ(class_of(3 * MiB, 5), (SizeClass{21, 16}));    // slices of 64K: 3M / 64K = 48 -> 16
+  EXPECT_EQ(class_of(512, 5), (SizeClass{9, 0}));              // 2^9 exactly
+  EXPECT_EQ(class_of(1000, 5), (SizeClass{9, 30}));            // slices of 16 B: 1000 / 16 = 62 -> 62 - 32
+  EXPECT_EQ(class_of(1 * MiB + 1, 5), (SizeClass{20, 0}));     // slices of 32K: the first one
+  EXPECT_EQ(class_of(3 * MiB, 5), (SizeClass{21, 16}));        // slices of 64K: 3M / 64K = 48 -> 16
   EXPECT_EQ(class_of(2 * MiB - 512, 5), (SizeClass{20, 31}));  // last slice below 2 MiB
   EXPECT_EQ(class_of(64 * MiB, 5), (SizeClass{26, 0}));
-  EXPECT_EQ(class_of(7 * MiB, 5), (SizeClass{22, 24}));    // slices of 128K: 56 -> 24
+  EXPECT_EQ(class_of(7 * MiB, 5), (SizeClass{22, 24}));  // slices of 128K: 56 -> 24
   // sl_bits 4: 16 slices; 3M / 128K = 24 -> 8. sl_bits 0: one class per power of two.
   EXPECT_EQ(class_of(3 * MiB, 4), (SizeClass{21, 8}));
   EXPECT_EQ(class_of(3 * MiB, 0), (SizeClass{21, 0}));
@@ -52,10 +52,10 @@ TEST(TlsfClasses, MappingInsertOnHandComputedValues) {
 }
 
 TEST(TlsfClasses, MappingSearchRoundsUpToTheNextClassUnlessOnAFloor) {
-  EXPECT_EQ(class_for_request(512, 5), (SizeClass{9, 0}));       // a floor stays
-  EXPECT_EQ(class_for_request(1000, 5), (SizeClass{9, 31}));     // (1000 + 15) / 16 = 63 -> 31
+  EXPECT_EQ(class_for_request(512, 5), (SizeClass{9, 0}));    // a floor stays
+  EXPECT_EQ(class_for_request(1000, 5), (SizeClass{9, 31}));  // (1000 + 15) / 16 = 63 -> 31
   EXPECT_EQ(class_for_request(1 * MiB + 1, 5), (SizeClass{20, 1}));
-  EXPECT_EQ(class_for_request(3 * MiB, 5), (SizeClass{21, 16}));  // a floor stays
+  EXPECT_EQ(class_for_request(3 * MiB, 5), (SizeClass{21, 16}));       // a floor stays
   EXPECT_EQ(class_for_request(2 * MiB - 512, 5), (SizeClass{21, 0}));  // rounds into the next fl
   // 100M + 512: slices of 2M in [64M, 128M): (100M + 512 + 2M - 1) / 2M = 51 -> 19
   EXPECT_EQ(class_for_request(100 * MiB + 512, 5), (SizeClass{26, 19}));
@@ -95,12 +95,12 @@ TEST(Tlsf, SplitsCoalescesAndReusesClassesExactly) {
 TEST(Tlsf, GoodFitSkipsAFittingBlockInTheRequestsOwnClass) {
   constexpr Bytes kX = 1 * MiB + 96 * KiB - 512;  // class 20/2 (slices of 32K), just below 20/3
   const Trace t = make_trace({
-      alloc(1, kX),                   // 0: Malloc(B, 8M): block B
-      alloc(2, 1 * MiB),              // 1: B+X, a separator; rest B+X+1M (class 22)
-      free_of(1),                     // 2: B free, kX bytes, class 20/2
+      alloc(1, kX),                        // 0: Malloc(B, 8M): block B
+      alloc(2, 1 * MiB),                   // 1: B+X, a separator; rest B+X+1M (class 22)
+      free_of(1),                          // 2: B free, kX bytes, class 20/2
       alloc(3, 1 * MiB + 64 * KiB + 512),  // 3: class 20/2 too, so looked up from 20/3: the kX
-                                      //    block is not seen (best fit would take it); fl 22 is
-      alloc(4, 1 * MiB + 64 * KiB),   // 4: the floor of 20/2: looked up from 20/2: B
+                                           //    block is not seen (best fit would take it); fl 22 is
+      alloc(4, 1 * MiB + 64 * KiB),        // 4: the floor of 20/2: looked up from 20/2: B
   });
   const PolicyRun run = run_policy("tlsf:pool_mb:8", t, 64 * MiB);
   expect_clean(run);
@@ -140,15 +140,15 @@ TEST(Tlsf, PoolsAreAtLeastPoolMbAndServeTheRequestThatTookThem) {
 TEST(Tlsf, RefusedMallocFlushesFreePoolsRetriesThenReportsOutOfMemory) {
   // Capacity 24 MiB, 8 MiB pools.
   const Trace t = make_trace({
-      alloc(1, 1 * MiB),   // 0: Malloc(B, 8M); block B, rest 7M
-      alloc(2, 8 * MiB),   // 1: class 23/0: the 7M rest is in fl 22: Malloc(B+8M, 8M), all of it
-      free_of(2),          // 2: that pool is wholly free: cached
-      alloc(3, 12 * MiB),  // 3: class 23/16: the free 8M is 23/0: a 12M pool: 16 + 12 > 24, refused;
-                           //    flush: Free(B+8M); retry: 8 + 12 = 20 fits, at the bump pointer B+16M
-      alloc(4, 8 * MiB),   // 4: class 23/0: only the 7M rest is free: an 8M pool: 20 + 8 > 24;
-                           //    nothing wholly free to flush; refused again: out of memory
-      free_of(3),          // 5: pool B+16M wholly free: cached
-      free_of(1),          // 6: pool B wholly free: cached
+      alloc(1, 1 * MiB),    // 0: Malloc(B, 8M); block B, rest 7M
+      alloc(2, 8 * MiB),    // 1: class 23/0: the 7M rest is in fl 22: Malloc(B+8M, 8M), all of it
+      free_of(2),           // 2: that pool is wholly free: cached
+      alloc(3, 12 * MiB),   // 3: class 23/16: the free 8M is 23/0: a 12M pool: 16 + 12 > 24, refused;
+                            //    flush: Free(B+8M); retry: 8 + 12 = 20 fits, at the bump pointer B+16M
+      alloc(4, 8 * MiB),    // 4: class 23/0: only the 7M rest is free: an 8M pool: 20 + 8 > 24;
+                            //    nothing wholly free to flush; refused again: out of memory
+      free_of(3),           // 5: pool B+16M wholly free: cached
+      free_of(1),           // 6: pool B wholly free: cached
       empty_cache_event(),  // 7: both back, lowest address first
   });
   const PolicyRun run = run_policy("tlsf:pool_mb:8", t, 24 * MiB);

@@ -210,8 +210,9 @@ TEST(Allocator, OomMessageShowsTheSegmentSize) {
     EXPECT_EQ(r.alloc.last_oom_message(),
               "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 16.00 MiB of which "
               "16.00 MiB is free. Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes " +
-                  tail + "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-"
-                         "pytorch-cuda-alloc-conf)");
+                  tail +
+                  "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-"
+                  "pytorch-cuda-alloc-conf)");
     EXPECT_EQ(r.stat("num_ooms"), 1);
     EXPECT_EQ(r.stat("num_alloc_retries"), 1);
     EXPECT_EQ(r.stat("num_sync_all_streams"), 1);
@@ -269,8 +270,8 @@ TEST(Allocator, ReleaseAvailableIsANoOpWithoutMaxSplitSize) {
   r.alloc.free(c);
   r.calls().clear();
   const Block d = r.malloc(60 * MiB);
-  EXPECT_EQ(r.calls(), (std::vector<Call>{{C::Free, B + 50 * MiB, 46 * MiB}, {C::Free, B, 50 * MiB},
-                                          {C::Malloc, d.addr, 60 * MiB}}));
+  EXPECT_EQ(r.calls(), (std::vector<Call>{
+                           {C::Free, B + 50 * MiB, 46 * MiB}, {C::Free, B, 50 * MiB}, {C::Malloc, d.addr, 60 * MiB}}));
   EXPECT_EQ(r.stat("num_alloc_retries"), 1);
   EXPECT_EQ(r.stat("num_sync_all_streams"), 1);
 }
@@ -288,8 +289,8 @@ TEST(Allocator, ReleaseAvailableFreesOversizeBlocksLargestFirst) {
   r.alloc.free(c);
   r.calls().clear();
   const Block d = r.malloc(60 * MiB);
-  EXPECT_EQ(r.calls(), (std::vector<Call>{{C::Free, B, 50 * MiB}, {C::Free, B + 50 * MiB, 46 * MiB},
-                                          {C::Malloc, d.addr, 60 * MiB}}));
+  EXPECT_EQ(r.calls(), (std::vector<Call>{
+                           {C::Free, B, 50 * MiB}, {C::Free, B + 50 * MiB, 46 * MiB}, {C::Malloc, d.addr, 60 * MiB}}));
   EXPECT_EQ(r.stat("num_alloc_retries"), 0);
   EXPECT_EQ(r.stat("num_sync_all_streams"), 0);
   EXPECT_EQ(r.stat("max_split_size"), 40 * static_cast<std::int64_t>(MiB));
@@ -386,16 +387,16 @@ TEST(Allocator, GarbageCollectionPicksOnlyTheOldBlocks) {
   // A reused block's age restarts: S2 is taken and returned again just before the GC, so only
   // S1 is older than the average and one pass suffices.
   Rig r("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5", 256 * MiB);
-  const Block s1 = r.malloc(12 * MiB);  // clock 1: S1 at B
-  const Block s2 = r.malloc(14 * MiB);  // clock 2: S2 at B+12
-  const Block s3 = r.malloc(16 * MiB);  // clock 3: S3 at B+26 (total 42)
-  r.malloc(30 * MiB);                   // clock 4: S4 at B+42 (total 72; GC saw 42)
-  r.alloc.free(s1);                     // S1 at clock 4
-  r.alloc.free(s2);                     // S2 at clock 4
+  const Block s1 = r.malloc(12 * MiB);     // clock 1: S1 at B
+  const Block s2 = r.malloc(14 * MiB);     // clock 2: S2 at B+12
+  const Block s3 = r.malloc(16 * MiB);     // clock 3: S3 at B+26 (total 42)
+  r.malloc(30 * MiB);                      // clock 4: S4 at B+42 (total 72; GC saw 42)
+  r.alloc.free(s1);                        // S1 at clock 4
+  r.alloc.free(s2);                        // S2 at clock 4
   const Block again = r.malloc(13 * MiB);  // clock 5: best fit S2 (14 MiB), remainder 1 MiB -> whole
   EXPECT_EQ(again.addr, B + 12 * MiB);
-  r.alloc.free(s3);                     // S3 at clock 5
-  r.alloc.free(again);                  // S2 back at clock 5
+  r.alloc.free(s3);     // S3 at clock 5
+  r.alloc.free(again);  // S2 back at clock 5
   r.calls().clear();
   // clock 6, 40 MiB misses. GC: 72 > 64 -> target 8 MiB. Ages: S1 2, S2 1, S3 1 -> average 4/3;
   // only S1 (12 MiB >= 8) is freed; the pass ends, target reached.

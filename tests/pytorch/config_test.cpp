@@ -81,7 +81,8 @@ TEST(Config, ZeroInAListIsAcceptedFrom2_4) {
             table({0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4}));  // <= 2.8: ">" overwrites slot 8
   EXPECT_EQ(error_of("roundup_power2_divisions:[256:3]"),
             "pytorch: For roundups, the divisions has to be power of 2 or 0 to disable roundup ");
-  EXPECT_EQ(error_of("roundup_power2_divisions:[300:2]"), "pytorch: For roundups, the intervals have to be power of 2 ");
+  EXPECT_EQ(error_of("roundup_power2_divisions:[300:2]"),
+            "pytorch: For roundups, the intervals have to be power of 2 ");
 }
 
 TEST(Config, MaxSplitSizeMinimumPerVersion) {
@@ -114,7 +115,8 @@ TEST(Config, MaxNonSplitRounding) {
 
 TEST(Config, LargeSegmentSize) {
   EXPECT_EQ(parse_config("large_segment_size_mb:64").large_segment_size, 64 * MiB);
-  EXPECT_EQ(error_of("large_segment_size_mb:10"), "pytorch: CachingAllocator option large_segment_size_mb must be > 10 MB");
+  EXPECT_EQ(error_of("large_segment_size_mb:10"),
+            "pytorch: CachingAllocator option large_segment_size_mb must be > 10 MB");
   EXPECT_EQ(error_of("version:2.9,large_segment_size_mb:64"),
             "pytorch: Unrecognized key 'large_segment_size_mb' in CUDA allocator config.");
 }
@@ -157,7 +159,8 @@ TEST(Config, BooleansAndSeparators) {
 
 TEST(Config, Version1_13Syntax) {
   // Whitespace separates too, items without a value are skipped (and noted).
-  const Config c = parse_config("version:1.13,max_split_size_mb:64 roundup_power2_divisions:4,garbage_collection_threshold");
+  const Config c =
+      parse_config("version:1.13,max_split_size_mb:64 roundup_power2_divisions:4,garbage_collection_threshold");
   EXPECT_EQ(c.max_split_size, 64 * MiB);
   EXPECT_EQ(c.rounding.divisions[0], 4u);
   EXPECT_EQ(c.notes.size(), 1u);
@@ -171,7 +174,8 @@ TEST(Config, BackendAndInertOptions) {
       "backend:native,release_lock_on_cudamalloc:True,pinned_use_cuda_host_register:True,"
       "pinned_num_register_threads:8,graph_capture_record_stream_reuse:False");
   EXPECT_EQ(c.notes.size(), 5u);
-  EXPECT_EQ(error_of("pinned_num_register_threads:3"), "pytorch: Number of register threads has to be power of 2, got 3");
+  EXPECT_EQ(error_of("pinned_num_register_threads:3"),
+            "pytorch: Number of register threads has to be power of 2, got 3");
 }
 
 TEST(Config, MemoryFractionAndVersion) {

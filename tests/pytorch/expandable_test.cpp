@@ -54,10 +54,10 @@ TEST(Expandable, SmallPoolUsesTwoMiBPages) {
 
 TEST(Expandable, SearchPrefersAnInteriorBlockOverTheGrowingTail) {
   Rig r("expandable_segments:True");
-  r.malloc(20 * MiB);                 // [B, 20M) exactly one page, no split
+  r.malloc(20 * MiB);                  // [B, 20M) exactly one page, no split
   const Block x = r.malloc(10 * MiB);  // new page [B+20M, 20M) -> x = [B+20M, 10M), free [B+30M, 10M)
-  r.malloc(6 * MiB);                  // best fit [B+30M, 10M) -> [B+30M, 6M), tail T = [B+36M, 4M)
-  r.alloc.free(x);                    // interior X = [B+20M, 10M) between two allocated blocks
+  r.malloc(6 * MiB);                   // best fit [B+30M, 10M) -> [B+30M, 6M), tail T = [B+36M, 4M)
+  r.alloc.free(x);                     // interior X = [B+20M, 10M) between two allocated blocks
   // 3 MiB: best fit is T (4 MiB), but T touches the unmapped rest of the range, so its
   // effective size is 4 MiB + (90 GiB - 40 MiB); the next block X has effective size 10 MiB,
   // smaller -> X is taken (§7.4). Plain best fit would give B+36M.
@@ -68,7 +68,7 @@ TEST(Expandable, SearchPrefersAnInteriorBlockOverTheGrowingTail) {
 TEST(Expandable, AFailedMultiPageGrowLeavesTheFirstPagesMapped) {
   // 100 MiB device: ranges are 20 MiB * ceil(112.5 / 20) = 120 MiB.
   Rig r("expandable_segments:True", 100 * MiB);
-  r.malloc(20 * MiB);                 // page 0: a = [B, 20M)
+  r.malloc(20 * MiB);                  // page 0: a = [B, 20M)
   const Block b = r.malloc(20 * MiB);  // page 1
   const Block c = r.malloc(20 * MiB);  // page 2
   r.alloc.free(b);

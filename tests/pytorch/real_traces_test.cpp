@@ -25,17 +25,17 @@ TEST_P(RealTrace, ReplaysExactly) {
   const ValidationReport report = validate_replay(trace);
   EXPECT_TRUE(report.exact) << validation_text(report);
   EXPECT_EQ(report.peak_reserved_simulated, report.peak_reserved_recorded);
-  std::printf("[ fidelity ] %s: segment events %llu/%llu matched, alloc addresses %llu/%llu, reserved checks "
-              "%llu/%llu, peak %llu, retries %llu, empty_cache inferred %llu\n",
-              GetParam(), static_cast<unsigned long long>(report.segment_events_matched),
-              static_cast<unsigned long long>(report.segment_events_recorded),
-              static_cast<unsigned long long>(report.alloc_addresses_matched),
-              static_cast<unsigned long long>(report.allocs_recorded),
-              static_cast<unsigned long long>(report.reserved_matched),
-              static_cast<unsigned long long>(report.reserved_checks),
-              static_cast<unsigned long long>(report.peak_reserved_simulated),
-              static_cast<unsigned long long>(report.retries_simulated),
-              static_cast<unsigned long long>(report.empty_cache_inferred));
+  std::printf(
+      "[ fidelity ] %s: segment events %llu/%llu matched, alloc addresses %llu/%llu, reserved checks "
+      "%llu/%llu, peak %llu, retries %llu, empty_cache inferred %llu\n",
+      GetParam(), static_cast<unsigned long long>(report.segment_events_matched),
+      static_cast<unsigned long long>(report.segment_events_recorded),
+      static_cast<unsigned long long>(report.alloc_addresses_matched),
+      static_cast<unsigned long long>(report.allocs_recorded), static_cast<unsigned long long>(report.reserved_matched),
+      static_cast<unsigned long long>(report.reserved_checks),
+      static_cast<unsigned long long>(report.peak_reserved_simulated),
+      static_cast<unsigned long long>(report.retries_simulated),
+      static_cast<unsigned long long>(report.empty_cache_inferred));
 }
 
 INSTANTIATE_TEST_SUITE_P(Snapshots, RealTrace,

@@ -84,12 +84,12 @@ TEST(Rounding, BypassThresholdOf1_13) {
 
 TEST(Rounding, DivisionSlots) {
   // §1.4: slot = clamp(floor(log2(size)) - 20, 0, 15).
-  EXPECT_EQ(division_slot(1), 0u);                      // < 1 MiB -> 0
-  EXPECT_EQ(division_slot(2 * MiB - 1), 0u);            // log2 = 20 -> 0
-  EXPECT_EQ(division_slot(2 * MiB), 1u);                // log2 = 21 -> 1
-  EXPECT_EQ(division_slot(GiB + GiB / 2), 10u);         // log2 = 30 -> 10 (the 1-2 GiB interval)
-  EXPECT_EQ(division_slot(32 * GiB), 15u);              // log2 = 35 -> 15
-  EXPECT_EQ(division_slot(Bytes{1} << 50), 15u);        // clamped
+  EXPECT_EQ(division_slot(1), 0u);                // < 1 MiB -> 0
+  EXPECT_EQ(division_slot(2 * MiB - 1), 0u);      // log2 = 20 -> 0
+  EXPECT_EQ(division_slot(2 * MiB), 1u);          // log2 = 21 -> 1
+  EXPECT_EQ(division_slot(GiB + GiB / 2), 10u);   // log2 = 30 -> 10 (the 1-2 GiB interval)
+  EXPECT_EQ(division_slot(32 * GiB), 15u);        // log2 = 35 -> 15
+  EXPECT_EQ(division_slot(Bytes{1} << 50), 15u);  // clamped
 }
 
 TEST(Rounding, LargeSegmentSizeReplacesTheTwentyMiBSegment) {

@@ -86,7 +86,8 @@ TEST(InvariantChecker, QuietForACorrectPolicy) {
 TEST(InvariantChecker, CatchesOverlappingLiveBlocks) {
   const auto v = check<OverlappingPolicy>({alloc(1, 1000), alloc(2, 1000)});
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0], "event 1 (alloc id=2): block [0x7f0000000000, +1024) overlaps live block id=1 [0x7f0000000000, +1024)");
+  EXPECT_EQ(v[0],
+            "event 1 (alloc id=2): block [0x7f0000000000, +1024) overlaps live block id=1 [0x7f0000000000, +1024)");
 }
 
 TEST(InvariantChecker, OverlapWithAFreedBlockIsFine) {
@@ -123,8 +124,9 @@ TEST(InvariantChecker, CatchesABlockOutsideBackedMemory) {
 TEST(InvariantChecker, CatchesDeviceMemoryReleasedUnderALiveBlock) {
   const auto v = check<EagerReleasePolicy>({alloc(1, 1000), alloc(2, 1000), with_op(Op::FreeRequested, 1)});
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0], "event 2 (free_requested id=1): device free of [0x7f0000000000, +67108864) under live block id=1 "
-                  "[0x7f0000000000, +1024)");
+  EXPECT_EQ(v[0],
+            "event 2 (free_requested id=1): device free of [0x7f0000000000, +67108864) under live block id=1 "
+            "[0x7f0000000000, +1024)");
 }
 
 }  // namespace

@@ -16,7 +16,6 @@ namespace {
 using test::alloc;
 using test::with_op;
 
-
 ReplayResult replay(const Trace& trace, const std::string& spec, SimDeviceConfig config = {},
                     ReplayOptions options = {}, ReplayObserver* observer = nullptr) {
   SimDevice device(config);
@@ -84,8 +83,8 @@ TEST(Replayer, MetricsOfAHandWorkedNoCacheReplay) {
 
 TEST(Replayer, OutOfMemoryIsRecordedAndTheReplayGoesOn) {
   Trace t;
-  t.events = {alloc(1, 3 * MiB), alloc(2, 2 * MiB), alloc(3, MiB), with_op(Op::Free, 2), with_op(Op::Free, 1),
-              with_op(Op::Free, 3)};
+  t.events = {alloc(1, 3 * MiB),    alloc(2, 2 * MiB),    alloc(3, MiB),
+              with_op(Op::Free, 2), with_op(Op::Free, 1), with_op(Op::Free, 3)};
   // 4 MiB device: 3 MiB fits, 2 more does not, 1 more does.
   const ReplayResult r = replay(t, "nocache", {.capacity = 4 * MiB, .external = 0});
   ASSERT_EQ(r.ooms.size(), 1u);
@@ -94,7 +93,7 @@ TEST(Replayer, OutOfMemoryIsRecordedAndTheReplayGoesOn) {
   EXPECT_EQ(r.metrics.num_ooms, 1u);
   EXPECT_EQ(r.metrics.peak_reserved, 4 * MiB);
   EXPECT_EQ(r.metrics.peak_requested, 4 * MiB);  // the failed request is not counted as live
-  EXPECT_EQ(r.metrics.reserved_at_end, 0u);       // the free of the failed id was ignored
+  EXPECT_EQ(r.metrics.reserved_at_end, 0u);      // the free of the failed id was ignored
   EXPECT_EQ(r.events_replayed, 6u);
 
   const ReplayResult stopped = replay(t, "nocache", {.capacity = 4 * MiB, .external = 0}, {.stop_on_oom = true});

@@ -38,9 +38,7 @@ inline std::string read_text(const fs::path& path) {
   return s.str();
 }
 
-inline void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+inline void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // `fraglab ARGS` through the shell (ARGS are shell words), waiting for it to end.
 inline CommandResult run_fraglab(const std::string& args) {

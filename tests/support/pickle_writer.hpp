@@ -21,9 +21,7 @@ struct PyTuple {
   std::vector<Py> items;
 };
 struct Py {
-  std::variant<std::monostate, bool, std::int64_t, std::uint64_t, double, std::string, PyList,
-               PyTuple, PyDict>
-      v;
+  std::variant<std::monostate, bool, std::int64_t, std::uint64_t, double, std::string, PyList, PyTuple, PyDict> v;
   Py() = default;
   Py(std::nullptr_t) {}
   Py(bool b) : v(b) {}

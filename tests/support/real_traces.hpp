@@ -13,10 +13,11 @@
 #endif
 
 // Skips (or fails, see above) the current test when PATH does not exist.
-#define FRAGLAB_NEEDS_REAL_TRACE(path)                                                               \
-  do {                                                                                              \
-    if (!std::filesystem::exists(path)) {                                                           \
-      if (FRAGLAB_REQUIRE_REAL_TRACES) FAIL() << "real trace " << (path) << " missing (FRAGLAB_REQUIRE_REAL_TRACES=ON)"; \
-      GTEST_SKIP() << "no real trace at " << (path);                                                \
-    }                                                                                               \
+#define FRAGLAB_NEEDS_REAL_TRACE(path)                                                    \
+  do {                                                                                    \
+    if (!std::filesystem::exists(path)) {                                                 \
+      if (FRAGLAB_REQUIRE_REAL_TRACES)                                                    \
+        FAIL() << "real trace " << (path) << " missing (FRAGLAB_REQUIRE_REAL_TRACES=ON)"; \
+      GTEST_SKIP() << "no real trace at " << (path);                                      \
+    }                                                                                     \
   } while (0)

@@ -31,9 +31,12 @@ const std::vector<std::string> kKeys = {"garbage_collection_threshold", "max_spl
 // With split=none the three gc values tie (100 MiB each); with split=64 gc=0.5 differs (90 MiB):
 // only the first group is identical.
 std::vector<SweepRow> grid(const std::string& device, bool fraction = true) {
-  return {row(device, fraction, std::nullopt, std::nullopt, 100), row(device, fraction, "0.5", std::nullopt, 100),
-          row(device, fraction, "0.8", std::nullopt, 100),        row(device, fraction, std::nullopt, "64", 120),
-          row(device, fraction, "0.5", "64", 90),                 row(device, fraction, "0.8", "64", 120)};
+  return {row(device, fraction, std::nullopt, std::nullopt, 100),
+          row(device, fraction, "0.5", std::nullopt, 100),
+          row(device, fraction, "0.8", std::nullopt, 100),
+          row(device, fraction, std::nullopt, "64", 120),
+          row(device, fraction, "0.5", "64", 90),
+          row(device, fraction, "0.8", "64", 120)};
 }
 
 TEST(CapacityNote, AssumedCapacityListsOnlyTheIdenticalGroups) {

@@ -156,8 +156,8 @@ TEST(Diff, FreesAreComparedByTheAllocationTheyFree) {
 }
 
 TEST(DiffCli, PrintsTheReportAndJson) {
-  const auto run = testing::run_fraglab("diff " + kSamples + "concat-before.jsonl " + kSamples +
-                                        "concat-after.jsonl --json -");
+  const auto run =
+      testing::run_fraglab("diff " + kSamples + "concat-before.jsonl " + kSamples + "concat-after.jsonl --json -");
   ASSERT_EQ(run.status, 0) << run.err;
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["a"]["run"]["peak_reserved_bytes"], 276 * MiB);

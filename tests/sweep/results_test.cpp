@@ -19,7 +19,8 @@ SweepRow row(std::string trace, std::vector<std::optional<std::string>> knobs, B
   r.device = "sim";
   r.spec = "pytorch";
   for (size_t k = 0; k < knobs.size(); ++k) {
-    if (knobs[k]) r.spec += (r.spec.find(':') == std::string::npos ? ":" : ",") + std::string(k == 0 ? "a" : "b") + ":" + *knobs[k];
+    if (knobs[k])
+      r.spec += (r.spec.find(':') == std::string::npos ? ":" : ",") + std::string(k == 0 ? "a" : "b") + ":" + *knobs[k];
   }
   r.knobs = std::move(knobs);
   r.metrics.peak_reserved = reserved;
@@ -47,7 +48,7 @@ TEST(Results, NaturalOrderComparesNumbersByValue) {
 
 TEST(Results, CanonicalOrderIsTraceThenKnobsNoneFirst) {
   std::vector<SweepRow> rows = {row("t2", {"128", "True"}, 1), row("t10", {std::nullopt, "False"}, 2),
-                                row("t2", {"64", "True"}, 3),   row("t2", {std::nullopt, "True"}, 4),
+                                row("t2", {"64", "True"}, 3), row("t2", {std::nullopt, "True"}, 4),
                                 row("t2", {"64", "False"}, 5)};
   sort_rows(rows);
   std::vector<Bytes> order;
@@ -211,11 +212,10 @@ TEST(Results, MetadataLineRoundTripsAndComesFirst) {
     write_results(path, table);
     const std::string text = read_text(path);
     // Written by hand from the format in sweep.hpp: one line, fixed key order.
-    const std::string line =
-        R"({"fraglab_sweep":1,"shard":"1/3","policy":"pytorch:expandable_segments:False",)"
-        R"("grid":["a=none,64","b=[1:2,>:4],True"],"device":"sim:40GiB","traces":[)"
-        R"({"name":"t","events":12,"request_hash":"fnv1a64:0123456789abcdef"},)"
-        R"({"name":"u \"q\"","events":3,"request_hash":"fnv1a64:ff"}],"start_state":"auto"})";
+    const std::string line = R"({"fraglab_sweep":1,"shard":"1/3","policy":"pytorch:expandable_segments:False",)"
+                             R"("grid":["a=none,64","b=[1:2,>:4],True"],"device":"sim:40GiB","traces":[)"
+                             R"({"name":"t","events":12,"request_hash":"fnv1a64:0123456789abcdef"},)"
+                             R"({"name":"u \"q\"","events":3,"request_hash":"fnv1a64:ff"}],"start_state":"auto"})";
     EXPECT_EQ(text.substr(0, text.find('\n')), std::string(name == std::string("m.csv") ? "# " : "") + line) << name;
     const ResultsTable back = read_results(path);
     ASSERT_TRUE(back.meta.has_value()) << name;
@@ -265,8 +265,8 @@ TEST(Results, ResumeRefusesRowsOfAnotherTraceOfTheSameName) {
       FAIL() << "no error";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(path + ": its rows are of another trace named t (t (12 events, requests "
-                                                   "fnv1a64:0123456789abcdef); this sweep's is t (12 events, requests "
-                                                   "fnv1a64:1111111111111111))"),
+                                                  "fnv1a64:0123456789abcdef); this sweep's is t (12 events, requests "
+                                                  "fnv1a64:1111111111111111))"),
                 std::string::npos)
           << e.what();
     }
@@ -291,10 +291,12 @@ TEST(Results, MalformedJsonlRowsNameFileLineAndField) {
   bad.replace(bad.find(field), field.size(), "\"peak_reserved_bytes\":\"x\",");
   bad.pop_back();
   EXPECT_EQ(error(bad), path + ":2: peak_reserved_bytes = \"x\": expected a non-negative integer");
-  EXPECT_EQ(error("[1,2]"), path + ":2: not a JSON object (expected a results row: trace, device, spec, knobs and the "
-                                   "metrics)");
-  EXPECT_EQ(error("{\"trace\":"), path + ":2: not a JSON object (expected a results row: trace, device, spec, knobs "
-                                          "and the metrics)");
+  EXPECT_EQ(error("[1,2]"), path +
+                                ":2: not a JSON object (expected a results row: trace, device, spec, knobs and the "
+                                "metrics)");
+  EXPECT_EQ(error("{\"trace\":"), path +
+                                      ":2: not a JSON object (expected a results row: trace, device, spec, knobs "
+                                      "and the metrics)");
   EXPECT_EQ(error("{\"trace\":1}"), path + ":2: 'trace' = 1: expected a string");
   std::string knob = good;
   const std::string value = "\"a\":\"64\"";

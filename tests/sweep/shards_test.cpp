@@ -49,7 +49,8 @@ TEST(Shards, EachFileRecordsItsShardGridAndTraces) {
   ASSERT_TRUE(table.meta.has_value());
   EXPECT_EQ(shard_text(table.meta->shard), "2/4");
   EXPECT_EQ(table.meta->policy, "pytorch");
-  EXPECT_EQ(table.meta->grid, (std::vector<std::string>{"max_split_size_mb=none,20,64", "expandable_segments=False,True"}));
+  EXPECT_EQ(table.meta->grid,
+            (std::vector<std::string>{"max_split_size_mb=none,20,64", "expandable_segments=False,True"}));
   EXPECT_EQ(table.meta->device, "sim");
   // The traces in command-line order, with the identity replay --json reports.
   ASSERT_EQ(table.meta->traces.size(), 2u);
@@ -109,8 +110,10 @@ TEST(Shards, ShardsOfDifferentGridsOrTracesAreExit1) {
   // Shard 2 of a grid with one value less: the keys are the same, the runs are not.
   const fs::path other_grid = shard_file(dir, 2, "-grid.jsonl");
   fs::remove(other_grid);
-  ASSERT_EQ(run_fraglab("sweep " + kTraces + " --grid max_split_size_mb=none,20 --grid expandable_segments=False,True "
-                        "--shard 2/4 --no-progress -o " + other_grid.string())
+  ASSERT_EQ(run_fraglab("sweep " + kTraces +
+                        " --grid max_split_size_mb=none,20 --grid expandable_segments=False,True "
+                        "--shard 2/4 --no-progress -o " +
+                        other_grid.string())
                 .status,
             0);
   const auto grids = run_fraglab("merge " + files(dir, {0, 1, 3}) + other_grid.string() + " -o -");
@@ -202,8 +205,8 @@ TEST(Shards, ResumeRefusesAFileOfAChangedTrace) {
   EXPECT_NE(run.err.find(copy.string() + ": its rows are of another trace named two-phase ("), std::string::npos)
       << run.err;
   // The same sweep resumes (and has nothing left to run): the file is unchanged.
-  const auto same = run_fraglab("sweep " + kTraces + " " + kGrid + " --shard 1/4 --no-progress --resume -o " +
-                                copy.string());
+  const auto same =
+      run_fraglab("sweep " + kTraces + " " + kGrid + " --shard 1/4 --no-progress --resume -o " + copy.string());
   EXPECT_EQ(same.status, 0) << same.err;
   EXPECT_EQ(read_text(copy), read_text(shard_file(dir, 1)));
 }

@@ -25,11 +25,13 @@ TEST(SweepCapacity, EachTraceRunsOnItsOwnCapacity) {
   // A memory fraction for every run, so the threshold acts when reserved memory reaches it.
   const auto r = run_fraglab("sweep " + kSamples + "cutoff.jsonl " + kSamples +
                              "two-phase.jsonl -p pytorch:per_process_memory_fraction:0.9 --grid "
-                             "garbage_collection_threshold=none,0.8 -j1 --no-progress --overwrite -o " + csv);
+                             "garbage_collection_threshold=none,0.8 -j1 --no-progress --overwrite -o " +
+                             csv);
   ASSERT_EQ(r.status, 0) << r.err;
   // cutoff.jsonl, by hand: segments of 2 + 64 + 20 MiB at the start and one of 70 MiB before the
   // oom: 156 MiB reserved, and the oom reports 96 MiB free: 252 MiB = 264241152 bytes.
-  EXPECT_NE(r.out.find("== cutoff on sim:264241152B, capacity 252.00 MiB: 2 settings, start state cold ==\n"), std::string::npos)
+  EXPECT_NE(r.out.find("== cutoff on sim:264241152B, capacity 252.00 MiB: 2 settings, start state cold ==\n"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.err.find("sweep: cutoff: device sim:264241152B: capacity 252.00 MiB from its recorded oom"),
             std::string::npos)
@@ -54,10 +56,12 @@ TEST(SweepCapacity, EachTraceRunsOnItsOwnCapacity) {
   }
 
   // --device applies to every trace.
-  const auto given = run_fraglab("sweep " + kSamples + "cutoff.jsonl --grid garbage_collection_threshold=none,0.8 "
+  const auto given = run_fraglab("sweep " + kSamples +
+                                 "cutoff.jsonl --grid garbage_collection_threshold=none,0.8 "
                                  "-j1 --no-progress --device sim:1GiB");
   ASSERT_EQ(given.status, 0) << given.err;
-  EXPECT_NE(given.out.find("== cutoff on sim:1GiB, capacity 1.00 GiB: 2 settings, start state cold ==\n"), std::string::npos)
+  EXPECT_NE(given.out.find("== cutoff on sim:1GiB, capacity 1.00 GiB: 2 settings, start state cold ==\n"),
+            std::string::npos)
       << given.out;
 }
 

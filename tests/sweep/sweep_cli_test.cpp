@@ -95,7 +95,8 @@ TEST(SweepCli, KilledSweepResumesToTheUninterruptedResult) {
   // As if the kill had landed in the middle of a write: an unfinished last line.
   testing::write_text(killed, read_text(killed) + "long,sim,\"pytorch:max_split_size_mb:2");
 
-  const auto resumed = run_fraglab("sweep " + trace + " " + kGrid + " -j2 --no-progress --resume -o " + killed.string());
+  const auto resumed =
+      run_fraglab("sweep " + trace + " " + kGrid + " -j2 --no-progress --resume -o " + killed.string());
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.err.find(fmt::format("; {} already in {}; running {} on", kept, killed.string(), 48 - kept)),
             std::string::npos)
@@ -113,8 +114,9 @@ TEST(SweepCli, KilledSweepResumesToTheUninterruptedResult) {
 }
 
 // 12 settings; the bracketed value is quoted for the shell ('>').
-const std::string kSmallGrid = "--grid max_split_size_mb=none,20,64 --grid expandable_segments=False,True "
-                               "--grid 'roundup_power2_divisions=none,[1:2,>:4]'";
+const std::string kSmallGrid =
+    "--grid max_split_size_mb=none,20,64 --grid expandable_segments=False,True "
+    "--grid 'roundup_power2_divisions=none,[1:2,>:4]'";
 
 std::string sample_traces() {
   return kSamples + "two-phase.jsonl " + kSamples + "streams.jsonl " + kSamples + "cutoff.jsonl";
@@ -157,23 +159,36 @@ TEST(SweepCli, MergedShardsEqualTheSingleProcessSweep) {
   const char* outputs[] = {"s0.csv", "s1.csv", "s2.jsonl"};
   std::vector<pid_t> pids;
   for (int i = 0; i < 3; ++i) {
-    std::vector<std::string> args = {"sweep", kSamples + "two-phase.jsonl", kSamples + "streams.jsonl",
-                                     kSamples + "cutoff.jsonl", "--grid", "max_split_size_mb=none,20,64", "--grid",
-                                     "expandable_segments=False,True", "--grid", "roundup_power2_divisions=none,[1:2,>:4]",
-                                     "-j1", "--no-progress", "--shard", std::to_string(i) + "/3", "-o",
+    std::vector<std::string> args = {"sweep",
+                                     kSamples + "two-phase.jsonl",
+                                     kSamples + "streams.jsonl",
+                                     kSamples + "cutoff.jsonl",
+                                     "--grid",
+                                     "max_split_size_mb=none,20,64",
+                                     "--grid",
+                                     "expandable_segments=False,True",
+                                     "--grid",
+                                     "roundup_power2_divisions=none,[1:2,>:4]",
+                                     "-j1",
+                                     "--no-progress",
+                                     "--shard",
+                                     std::to_string(i) + "/3",
+                                     "-o",
                                      (dir / outputs[i]).string()};
     pids.push_back(testing::spawn_fraglab(args, dir / ("shard" + std::to_string(i) + ".log")));
   }
   size_t total = 0;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(testing::wait_for(pids[static_cast<size_t>(i)]), 0) << read_text(dir / ("shard" + std::to_string(i) + ".log"));
+    ASSERT_EQ(testing::wait_for(pids[static_cast<size_t>(i)]), 0)
+        << read_text(dir / ("shard" + std::to_string(i) + ".log"));
     const size_t rows = read_results((dir / outputs[i]).string()).rows.size();
     EXPECT_EQ(rows, 12u) << "36 runs round robin over 3 shards";
     total += rows;
   }
   EXPECT_EQ(total, 36u);
 
-  const std::string shards = (dir / "s0.csv").string() + " " + (dir / "s1.csv").string() + " " + (dir / "s2.jsonl").string();
+  const std::string shards =
+      (dir / "s0.csv").string() + " " + (dir / "s1.csv").string() + " " + (dir / "s2.jsonl").string();
   const auto merged = run_fraglab("merge " + shards + " -o " + (dir / "merged.csv").string());
   ASSERT_EQ(merged.status, 0) << merged.err;
   EXPECT_EQ(read_text(dir / "merged.csv"), read_text(dir / "single.csv"));
@@ -192,8 +207,8 @@ TEST(SweepCli, MergeRefusesRunsThatDisagree) {
   const fs::path dir = testing::scratch_dir("sweep-conflict");
   const fs::path a = dir / "a.csv", b = dir / "b.csv";
   fs::remove(a);
-  ASSERT_EQ(run_fraglab("sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True --no-progress -o " +
-                        a.string())
+  ASSERT_EQ(run_fraglab("sweep " + kSamples +
+                        "two-phase.jsonl --grid expandable_segments=False,True --no-progress -o " + a.string())
                 .status,
             0);
   std::string text = read_text(a);
@@ -204,8 +219,9 @@ TEST(SweepCli, MergeRefusesRunsThatDisagree) {
   testing::write_text(b, text);
   const auto run = run_fraglab("merge " + a.string() + " " + b.string() + " -o " + (dir / "m.csv").string());
   EXPECT_EQ(run.status, 2);
-  EXPECT_NE(run.err.find(b.string() + ": the run (trace two-phase, device sim, spec pytorch:expandable_segments:False) "
-                                      "has other figures than in " +
+  EXPECT_NE(run.err.find(b.string() +
+                         ": the run (trace two-phase, device sim, spec pytorch:expandable_segments:False) "
+                         "has other figures than in " +
                          a.string()),
             std::string::npos)
       << run.err;
@@ -215,7 +231,8 @@ TEST(SweepCli, ExistingOutputNeedsResumeOrOverwrite) {
   const fs::path dir = testing::scratch_dir("sweep-exists");
   const fs::path out = dir / "o.csv";
   fs::remove(out);
-  const std::string base = "sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True --no-progress -o " + out.string();
+  const std::string base =
+      "sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True --no-progress -o " + out.string();
   ASSERT_EQ(run_fraglab(base).status, 0);
   const auto again = run_fraglab(base);
   EXPECT_EQ(again.status, 2);
@@ -232,10 +249,12 @@ TEST(SweepCli, BestSettingOnASampleIsReadyToPaste) {
   // two-phase.jsonl: step 1's activations are 1 MiB larger than step 0's, so with the defaults the
   // cached blocks split for step 0 cannot be reused (traces/samples/README.md); expandable
   // segments map pages as needed and end below the defaults.
-  const auto run = run_fraglab("sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True --no-progress");
+  const auto run =
+      run_fraglab("sweep " + kSamples + "two-phase.jsonl --grid expandable_segments=False,True --no-progress");
   ASSERT_EQ(run.status, 0) << run.err;
   const auto defaults = run_fraglab("replay " + kSamples + "two-phase.jsonl -p pytorch --json -");
-  const auto expandable = run_fraglab("replay " + kSamples + "two-phase.jsonl -p pytorch:expandable_segments:True --json -");
+  const auto expandable =
+      run_fraglab("replay " + kSamples + "two-phase.jsonl -p pytorch:expandable_segments:True --json -");
   const auto d = nlohmann::json::parse(defaults.out)["runs"][0]["peak_reserved_bytes"].get<std::uint64_t>();
   const auto e = nlohmann::json::parse(expandable.out)["runs"][0]["peak_reserved_bytes"].get<std::uint64_t>();
   ASSERT_LT(e, d);

@@ -48,8 +48,7 @@ TEST(DictLayout, FindsWhatFindFindsWhateverTheLastDictWas) {
   DictLayout<4> layout(kNames);
   for (int pass = 0; pass < 2; ++pass) {  // the second pass starts from the last dict's layout
     for (std::size_t i = 0; i < dicts.size(); ++i)
-      expect_like_find(layout, dicts[i], "pass " + std::to_string(pass) + ", value " +
-                                             std::to_string(i));
+      expect_like_find(layout, dicts[i], "pass " + std::to_string(pass) + ", value " + std::to_string(i));
   }
   // Values by hand, so that a find() and get() that agree on a wrong answer still fail.
   layout.look_at(dicts[1]);
@@ -73,7 +72,9 @@ TEST(DictLayout, TheLastOfDuplicateKeysWins) {
   // {'a': 1, 'a': 2, 'b': 3} as SETITEMS writes it (no pickler makes this; a dict loaded from it
   // holds a = 2), then the same pairs again with the key strings from the memo.
   const std::string bytes =
-      B("\x80\x04]\x94(}\x94(\x8c\x01" "a\x94K\x01h\x02K\x02\x8c\x01" "b\x94K\x03u"
+      B("\x80\x04]\x94(}\x94(\x8c\x01"
+        "a\x94K\x01h\x02K\x02\x8c\x01"
+        "b\x94K\x03u"
         "}\x94(h\x02K\x04h\x02K\x05h\x03K\x06ue.");
   PickleDocument doc(bytes, "dup.pickle");
   const auto dicts = doc.root().items();

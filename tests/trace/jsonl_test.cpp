@@ -27,8 +27,6 @@ std::string to_jsonl(const Trace& t) {
 
 std::string spaced(const std::string& text);
 
-
-
 Event mark(Trace& t, std::string_view label, std::string_view value_json) {
   Event e;
   e.op = Op::Mark;
@@ -113,9 +111,8 @@ TEST(JsonlRoundTrip, EveryOpAndFieldComesBackEqual) {
   std::string text = to_jsonl(t);
   Trace back = parse_jsonl(text, "full.jsonl");
   EXPECT_EQ(back, t);
-  EXPECT_EQ(back.strings,
-            (std::vector<std::string>{"step", "0", "param", "act", "phase", "\"backward\"",
-                                      "converged", "true", "lr", "3.5e-4", "note", "null"}));
+  EXPECT_EQ(back.strings, (std::vector<std::string>{"step", "0", "param", "act", "phase", "\"backward\"", "converged",
+                                                    "true", "lr", "3.5e-4", "note", "null"}));
   EXPECT_EQ(to_jsonl(back), text);
 }
 
@@ -180,25 +177,22 @@ TEST(JsonlRoundTrip, InitialStateAndHeaderFields) {
   t.allocator_conf = "expandable_segments:True,max_split_size_mb:128";
   t.allocator_conf_known = true;
   t.source_entries = 12345;
-  t.initial.segments = {{0x1000000, 2 * MiB, 0, true, false},
-                        {0x2000000, 20 * MiB, 9, false, true}};
-  t.initial.allocations = {{5, 0x1000000, 1000, 1024, 0, false},
-                           {6, 0x2000000, 3 * MiB, 0, 9, true}};
+  t.initial.segments = {{0x1000000, 2 * MiB, 0, true, false}, {0x2000000, 20 * MiB, 9, false, true}};
+  t.initial.allocations = {{5, 0x1000000, 1000, 1024, 0, false}, {6, 0x2000000, 3 * MiB, 0, 9, true}};
   t.events = {with_op(Op::Free, 5), with_op(Op::FreeCompleted, 6)};
   std::string text = to_jsonl(t);
-  EXPECT_EQ(text,
-            R"({"fraglab_trace":1,"name":"cut","source":"pytorch-snapshot",)"
-            R"("allocator_conf":"expandable_segments:True,max_split_size_mb:128",)"
-            R"("source_entries":12345,"initial_segments":[)"
-            R"({"addr":16777216,"size":2097152,"pool":"small"},)"
-            R"({"addr":33554432,"size":20971520,"stream":9,"expandable":true}],)"
-            R"("initial_allocations":[{"id":5,"addr":16777216,"size":1000,"block_size":1024},)"
-            R"({"id":6,"addr":33554432,"size":3145728,"stream":9,"free_requested":true}]})"
-            "\n"
-            R"({"op":"free","id":5})"
-            "\n"
-            R"({"op":"free_completed","id":6})"
-            "\n");
+  EXPECT_EQ(text, R"({"fraglab_trace":1,"name":"cut","source":"pytorch-snapshot",)"
+                  R"("allocator_conf":"expandable_segments:True,max_split_size_mb:128",)"
+                  R"("source_entries":12345,"initial_segments":[)"
+                  R"({"addr":16777216,"size":2097152,"pool":"small"},)"
+                  R"({"addr":33554432,"size":20971520,"stream":9,"expandable":true}],)"
+                  R"("initial_allocations":[{"id":5,"addr":16777216,"size":1000,"block_size":1024},)"
+                  R"({"id":6,"addr":33554432,"size":3145728,"stream":9,"free_requested":true}]})"
+                  "\n"
+                  R"({"op":"free","id":5})"
+                  "\n"
+                  R"({"op":"free_completed","id":6})"
+                  "\n");
   Trace back = parse_jsonl(text, "cut.jsonl");
   EXPECT_EQ(back, t);
   EXPECT_EQ(to_jsonl(back), text);
@@ -442,12 +436,11 @@ std::string error_of(std::string_view text) {
   return "(no error)";
 }
 
-#define EXPECT_ERROR(text, expected_prefix)                                             \
-  do {                                                                                  \
-    std::string msg = error_of(text);                                                   \
-    EXPECT_EQ(msg.substr(0, std::string_view(expected_prefix).size()), expected_prefix) \
-        << "full message: " << msg;                                                     \
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;                                \
+#define EXPECT_ERROR(text, expected_prefix)                                                                         \
+  do {                                                                                                              \
+    std::string msg = error_of(text);                                                                               \
+    EXPECT_EQ(msg.substr(0, std::string_view(expected_prefix).size()), expected_prefix) << "full message: " << msg; \
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;                                                            \
   } while (0)
 
 const std::string kHeader = "{\"fraglab_trace\":1}\n";
@@ -455,20 +448,17 @@ const std::string kHeader = "{\"fraglab_trace\":1}\n";
 TEST(JsonlErrors, HeaderProblems) {
   EXPECT_ERROR("", "bad.jsonl:1: empty input: expected a header line");
   EXPECT_ERROR("\n\n", "bad.jsonl:1: empty input");
-  EXPECT_ERROR(
-      "{\"op\":\"alloc\",\"id\":1,\"size\":1}\n",
-      "bad.jsonl:1: missing header: expected {\"fraglab_trace\": 1, ...} as the first line");
+  EXPECT_ERROR("{\"op\":\"alloc\",\"id\":1,\"size\":1}\n",
+               "bad.jsonl:1: missing header: expected {\"fraglab_trace\": 1, ...} as the first line");
   EXPECT_ERROR("\n[1]\n", "bad.jsonl:2: not a JSON object (expected the header");
   EXPECT_ERROR("{\"fraglab_trace\":2}\n",
                "bad.jsonl:1: unsupported fraglab_trace version 2 (this build reads version 1)");
   EXPECT_ERROR("{\"fraglab_trace\":\"1\"}\n",
                "bad.jsonl:1: field 'fraglab_trace': expected the format version 1, got \"1\"");
-  EXPECT_ERROR("{\"fraglab_trace\":1,\"name\":5}\n",
-               "bad.jsonl:1: field 'name': expected a string, got 5");
+  EXPECT_ERROR("{\"fraglab_trace\":1,\"name\":5}\n", "bad.jsonl:1: field 'name': expected a string, got 5");
   EXPECT_ERROR("{\"fraglab_trace\":1} {}\n", "bad.jsonl:1: unexpected text after the JSON object");
-  EXPECT_ERROR(
-      "{\"fraglab_trace\":1,\"initial_segments\":[{\"addr\":0,\"size\":8,\"pool\":\"x\"}]}",
-      "bad.jsonl:1: field 'initial_segments[0].pool': expected \"small\" or \"large\"");
+  EXPECT_ERROR("{\"fraglab_trace\":1,\"initial_segments\":[{\"addr\":0,\"size\":8,\"pool\":\"x\"}]}",
+               "bad.jsonl:1: field 'initial_segments[0].pool': expected \"small\" or \"large\"");
   EXPECT_ERROR("{\"fraglab_trace\":1,\"initial_allocations\":[{\"id\":1,\"addr\":0}]}",
                "bad.jsonl:1: initial_allocations[0]: missing field 'id', 'addr' or 'size'");
   EXPECT_ERROR(
@@ -483,18 +473,15 @@ TEST(JsonlErrors, HeaderProblems) {
 
 TEST(JsonlErrors, NotJsonOrNotOneObjectPerLine) {
   EXPECT_ERROR(kHeader + "hello\n", "bad.jsonl:2: not a JSON object (expected one event per line)");
-  EXPECT_ERROR(kHeader + "{\"op\":\"empty_cache\",\"x\":tru}\n",
-               "bad.jsonl:2: field 'x': not valid JSON: tru");
+  EXPECT_ERROR(kHeader + "{\"op\":\"empty_cache\",\"x\":tru}\n", "bad.jsonl:2: field 'x': not valid JSON: tru");
   EXPECT_ERROR("{\"fraglab_trace\":1,\"x\":nul}\n", "bad.jsonl:1: field 'x': not valid JSON: nul");
   EXPECT_ERROR(kHeader + "{\"op\":\"mark\",\"label\":\"a\",\"value\":01}\n",
                "bad.jsonl:2: field 'value': not a valid JSON scalar: 01");
-  EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1,\n\"size\":1}\n",
-               "bad.jsonl:2: not valid JSON");
+  EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1,\n\"size\":1}\n", "bad.jsonl:2: not valid JSON");
   EXPECT_ERROR(kHeader + "{\"op\":\"free\",\"id\":1 x}\n", "bad.jsonl:2: not valid JSON");
   EXPECT_ERROR(kHeader + "{\"op\":\"empty_cache\"}{\"op\":\"empty_cache\"}\n",
                "bad.jsonl:2: unexpected text after the JSON object (expected one object per line)");
-  EXPECT_ERROR(kHeader + "[\"op\",\"alloc\"]\n",
-               "bad.jsonl:2: not a JSON object (expected one event per line)");
+  EXPECT_ERROR(kHeader + "[\"op\",\"alloc\"]\n", "bad.jsonl:2: not a JSON object (expected one event per line)");
   EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1,\"size\":1,\"tag\":\"\xff\"}\n",
                "bad.jsonl:2: not valid JSON");  // invalid UTF-8
 }
@@ -504,24 +491,20 @@ TEST(JsonlErrors, LineNumbersCountBlankLines) {
                "bad.jsonl:4: unknown op \"jump\" (expected alloc, free, free_requested, "
                "free_completed, empty_cache, mark, segment_alloc, segment_free, segment_map, "
                "segment_unmap or oom)");
-  EXPECT_ERROR(
-      "\r\n" + kHeader + "{\"op\":\"alloc\",\"id\":1,\"size\":1}\r\n\r\n{\"op\": \"jump\"}",
-      "bad.jsonl:5: unknown op \"jump\"");
+  EXPECT_ERROR("\r\n" + kHeader + "{\"op\":\"alloc\",\"id\":1,\"size\":1}\r\n\r\n{\"op\": \"jump\"}",
+               "bad.jsonl:5: unknown op \"jump\"");
 }
 
 TEST(JsonlErrors, MissingOrWronglyTypedFields) {
   EXPECT_ERROR(kHeader + "{\"id\":1}\n", "bad.jsonl:2: missing field 'op'");
-  EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"size\":1}\n",
-               "bad.jsonl:2: alloc: missing field 'id' or 'size'");
-  EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1}\n",
-               "bad.jsonl:2: alloc: missing field 'id' or 'size'");
+  EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"size\":1}\n", "bad.jsonl:2: alloc: missing field 'id' or 'size'");
+  EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1}\n", "bad.jsonl:2: alloc: missing field 'id' or 'size'");
   EXPECT_ERROR(kHeader + "{\"op\":\"free\"}\n", "bad.jsonl:2: free: missing field 'id'");
   EXPECT_ERROR(kHeader + "{\"op\":\"mark\",\"label\":\"step\"}\n",
                "bad.jsonl:2: mark: missing field 'label' or 'value'");
   EXPECT_ERROR(kHeader + "{\"op\":\"segment_map\",\"addr\":1}\n",
                "bad.jsonl:2: segment_map: missing field 'addr' or 'size'");
-  EXPECT_ERROR(kHeader + "{\"op\":\"oom\",\"size\":1}\n",
-               "bad.jsonl:2: oom: missing field 'size' or 'device_free'");
+  EXPECT_ERROR(kHeader + "{\"op\":\"oom\",\"size\":1}\n", "bad.jsonl:2: oom: missing field 'size' or 'device_free'");
   EXPECT_ERROR(kHeader + "{\"op\":5}\n", "bad.jsonl:2: field 'op': expected a string, got 5");
   EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":\"7\",\"size\":1}\n",
                "bad.jsonl:2: field 'id': expected an unsigned 64-bit integer, got \"7\"");
@@ -540,9 +523,8 @@ TEST(JsonlErrors, MissingOrWronglyTypedFields) {
 TEST(JsonlErrors, NegativeOverflowingAndImpossibleNumbers) {
   EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1,\"size\":-5}\n",
                "bad.jsonl:2: field 'size': expected an unsigned 64-bit integer, got -5");
-  EXPECT_ERROR(
-      kHeader + "{\"op\":\"alloc\",\"id\":18446744073709551616,\"size\":1}\n",
-      "bad.jsonl:2: field 'id': expected an unsigned 64-bit integer, got 18446744073709551616");
+  EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":18446744073709551616,\"size\":1}\n",
+               "bad.jsonl:2: field 'id': expected an unsigned 64-bit integer, got 18446744073709551616");
   EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1,\"size\":1,\"t\":9223372036854775808}\n",
                "bad.jsonl:2: field 't': expected a signed 64-bit integer");
   EXPECT_ERROR(kHeader + "{\"op\":\"alloc\",\"id\":1,\"size\":0}\n",
@@ -554,11 +536,10 @@ TEST(JsonlErrors, NegativeOverflowingAndImpossibleNumbers) {
   EXPECT_ERROR(kHeader + "{\"op\":\"empty_cache\",\"device\":4294967296}\n",
                "bad.jsonl:2: field 'device': 4294967296 is not a device index");
   // The largest values that are allowed.
-  Trace t =
-      parse_jsonl(kHeader +
-                      "{\"op\":\"alloc\",\"id\":18446744073709551615,\"size\":1152921504606846975,"
-                      "\"stream\":18446744073709551615,\"device\":4294967295}\n",
-                  "ok");
+  Trace t = parse_jsonl(kHeader +
+                            "{\"op\":\"alloc\",\"id\":18446744073709551615,\"size\":1152921504606846975,"
+                            "\"stream\":18446744073709551615,\"device\":4294967295}\n",
+                        "ok");
   EXPECT_EQ(t.events[0].id, UINT64_MAX);
   EXPECT_EQ(t.events[0].size, (std::uint64_t{1} << 60) - 1);
   EXPECT_EQ(t.events[0].device, UINT32_MAX);
@@ -566,16 +547,13 @@ TEST(JsonlErrors, NegativeOverflowingAndImpossibleNumbers) {
 
 TEST(JsonlErrors, LifetimeViolationsNameTheLine) {
   const std::string a1 = "{\"op\":\"alloc\",\"id\":1,\"size\":8}\n";
-  EXPECT_ERROR(
-      kHeader + "{\"op\":\"free\",\"id\":9}\n",
-      "bad.jsonl:2: free id 9: free of an id that is not live (unknown id or double free)");
+  EXPECT_ERROR(kHeader + "{\"op\":\"free\",\"id\":9}\n",
+               "bad.jsonl:2: free id 9: free of an id that is not live (unknown id or double free)");
   EXPECT_ERROR(kHeader + a1 + "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":1}\n",
                "bad.jsonl:4: free id 1: free of an id that is not live");
-  EXPECT_ERROR(kHeader + a1 + a1,
-               "bad.jsonl:3: alloc id 1: alloc of an id that is already live (duplicate live id)");
-  EXPECT_ERROR(
-      kHeader + a1 + "{\"op\":\"free_requested\",\"id\":1}\n{\"op\":\"free_requested\",\"id\":1}\n",
-      "bad.jsonl:4: free_requested id 1: free_requested twice for the same allocation");
+  EXPECT_ERROR(kHeader + a1 + a1, "bad.jsonl:3: alloc id 1: alloc of an id that is already live (duplicate live id)");
+  EXPECT_ERROR(kHeader + a1 + "{\"op\":\"free_requested\",\"id\":1}\n{\"op\":\"free_requested\",\"id\":1}\n",
+               "bad.jsonl:4: free_requested id 1: free_requested twice for the same allocation");
   EXPECT_ERROR(kHeader + a1 + "{\"op\":\"free_completed\",\"id\":1}\n",
                "bad.jsonl:3: free_completed id 1: free_completed of an allocation whose free was "
                "never requested");
@@ -583,13 +561,11 @@ TEST(JsonlErrors, LifetimeViolationsNameTheLine) {
                "bad.jsonl:4: free id 1: free of an id whose free was already requested");
   EXPECT_ERROR(kHeader + "{\"op\":\"free_completed\",\"id\":3}\n",
                "bad.jsonl:2: free_completed id 3: free_completed of an id that is not live");
-  EXPECT_ERROR(
-      "{\"fraglab_trace\":1,\"initial_allocations\":[{\"id\":4,\"addr\":0,\"size\":8}]}\n" + a1 +
-          "{\"op\":\"alloc\",\"id\":4,\"size\":8}\n",
-      "bad.jsonl:3: alloc id 4: alloc of an id that is already live");
+  EXPECT_ERROR("{\"fraglab_trace\":1,\"initial_allocations\":[{\"id\":4,\"addr\":0,\"size\":8}]}\n" + a1 +
+                   "{\"op\":\"alloc\",\"id\":4,\"size\":8}\n",
+               "bad.jsonl:3: alloc id 4: alloc of an id that is already live");
   // A freed id may be used again.
-  EXPECT_EQ(parse_jsonl(kHeader + a1 + "{\"op\":\"free\",\"id\":1}\n" + a1, "ok").events.size(),
-            3u);
+  EXPECT_EQ(parse_jsonl(kHeader + a1 + "{\"op\":\"free\",\"id\":1}\n" + a1, "ok").events.size(), 3u);
 }
 
 // ---- files
@@ -598,10 +574,9 @@ TEST(JsonlErrors, LifetimeViolationsNameTheLine) {
 class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ =
-        std::filesystem::temp_directory_path() /
-        ("fraglab-jsonl-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fraglab-jsonl-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -612,8 +587,7 @@ class TempDir : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   static void spit(const std::string& p, std::string_view bytes) {
-    std::ofstream(p, std::ios::binary)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   std::filesystem::path dir_;
 };
@@ -672,9 +646,8 @@ TEST_F(JsonlFiles, TruncatedOrCorruptGzipIsAnError) {
     read_trace(path("short.gz"));
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
-    EXPECT_EQ(
-        std::string(e.what()),
-        path("short.gz") + ": truncated gzip data (the file ends inside the compressed stream)");
+    EXPECT_EQ(std::string(e.what()),
+              path("short.gz") + ": truncated gzip data (the file ends inside the compressed stream)");
   }
   std::string bad = gz;
   bad[bad.size() - 6] ^= 0x55;  // inside the CRC-32 / length trailer
@@ -707,8 +680,7 @@ TEST_F(JsonlFiles, ErrorsNameTheFile) {
     read_trace(path("missing.jsonl"));
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(path("missing.jsonl") + ": cannot open: ", 0), 0u)
-        << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind(path("missing.jsonl") + ": cannot open: ", 0), 0u) << e.what();
   }
   spit(path("bad.jsonl"), kHeader + "{\"op\":\"free\",\"id\":1}\n");
   try {

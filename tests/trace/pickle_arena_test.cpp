@@ -20,9 +20,7 @@ using testing::from_hex;
 constexpr std::size_t kSmall = 64 * 1024;
 
 // Where an arena's first allocation lands.
-std::uintptr_t first_allocation(Arena& arena) {
-  return reinterpret_cast<std::uintptr_t>(arena.allocate(16));
-}
+std::uintptr_t first_allocation(Arena& arena) { return reinterpret_cast<std::uintptr_t>(arena.allocate(16)); }
 
 // Starts from nothing kept, then has a 64 KiB chunk kept: returns where it starts.
 std::uintptr_t keep_a_small_chunk() {

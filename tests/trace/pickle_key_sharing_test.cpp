@@ -47,16 +47,14 @@ using Dicts = std::vector<std::vector<std::pair<std::string, std::int64_t>>>;
 
 TEST(PickleKeySharing, SameKeysFetchedTheSameWayShareOneArray) {
   // Memo: 0 list, 1 d0, 2 'a', 3 'b', 4 d1, 5 d2, 6 'a' again (BINGET 2 MEMOIZE), 7 d3.
-  const std::string bytes = B("\x80\x04]\x94(") +
-                            dict(new_str('a') + int1(1) + new_str('b') + int1(2)) +  // d0
-                            dict(binget(2) + int1(3) + binget(3) + int1(4)) +        // d1
-                            dict(binget(2) + "\x94" + int1(5) + binget(3) + int1(6)) +  // d2
-                            dict(binget(6) + int1(7) + binget(3) + int1(8)) +        // d3
+  const std::string bytes = B("\x80\x04]\x94(") + dict(new_str('a') + int1(1) + new_str('b') + int1(2)) +  // d0
+                            dict(binget(2) + int1(3) + binget(3) + int1(4)) +                              // d1
+                            dict(binget(2) + "\x94" + int1(5) + binget(3) + int1(6)) +                     // d2
+                            dict(binget(6) + int1(7) + binget(3) + int1(8)) +                              // d3
                             "e." + kPadding;
   PickleDocument doc(bytes, "share.pickle");
   EXPECT_EQ(contents(doc.root()),
-            (Dicts{{{"a", 1}, {"b", 2}}, {{"a", 3}, {"b", 4}}, {{"a", 5}, {"b", 6}},
-                   {{"a", 7}, {"b", 8}}}));
+            (Dicts{{{"a", 1}, {"b", 2}}, {{"a", 3}, {"b", 4}}, {{"a", 5}, {"b", 6}}, {{"a", 7}, {"b", 8}}}));
   const auto d = doc.root().items();
   // d0's keys were new strings; d1 fetched them by GET, so d1 records the template d2 matches.
   EXPECT_NE(d[1].dict->keys, d[0].dict->keys);
@@ -67,9 +65,9 @@ TEST(PickleKeySharing, SameKeysFetchedTheSameWayShareOneArray) {
 
 TEST(PickleKeySharing, AMemoSlotOverwrittenByPutIsNoLongerTheTemplateKey) {
   // Memo: 0 list, 1 d1, 2 'a', 3 d2, 4 d3; then 'z' is PUT into slot 2, and d4's BINGET 2 is 'z'.
-  const std::string bytes = B("\x80\x04]\x94(") + dict(new_str('a') + int1(1)) +
-                            dict(binget(2) + int1(2)) + dict(binget(2) + int1(3)) +
-                            B("\x8c\x01zq\x02") + "0" +  // SHORT_BINUNICODE 'z', BINPUT 2, POP
+  const std::string bytes = B("\x80\x04]\x94(") + dict(new_str('a') + int1(1)) + dict(binget(2) + int1(2)) +
+                            dict(binget(2) + int1(3)) + B("\x8c\x01zq\x02") +
+                            "0" +  // SHORT_BINUNICODE 'z', BINPUT 2, POP
                             dict(binget(2) + int1(4)) + "e." + kPadding;
   PickleDocument doc(bytes, "overwrite.pickle");
   EXPECT_EQ(contents(doc.root()), (Dicts{{{"a", 1}}, {{"a", 2}}, {{"a", 3}}, {{"z", 4}}}));
@@ -96,13 +94,12 @@ TEST(PickleKeySharing, LongBingetKeysMatchOnAllFourIndexBytes) {
 
 TEST(PickleKeySharing, KeysThatLeaveTheTemplateMidwayAreAllKept) {
   // Memo: 0 list, 1 d1, 2 'a', 3 'b', 4 'c', 5 d2, 6 d3, 7 'd', 8 d4, 9 d5.
-  const std::string bytes =
-      B("\x80\x04]\x94(") +
-      dict(new_str('a') + int1(1) + new_str('b') + int1(2) + new_str('c') + int1(3)) +
-      dict(binget(2) + int1(4) + binget(3) + int1(5) + binget(4) + int1(6)) +
-      dict(binget(2) + int1(7) + binget(3) + int1(8) + new_str('d') + int1(9)) +  // d3
-      dict(binget(2) + int1(10) + binget(3) + int1(11) + binget(7) + int1(12)) +
-      dict(binget(2) + int1(13) + binget(3) + int1(14) + binget(7) + int1(15)) + "e." + kPadding;
+  const std::string bytes = B("\x80\x04]\x94(") +
+                            dict(new_str('a') + int1(1) + new_str('b') + int1(2) + new_str('c') + int1(3)) +
+                            dict(binget(2) + int1(4) + binget(3) + int1(5) + binget(4) + int1(6)) +
+                            dict(binget(2) + int1(7) + binget(3) + int1(8) + new_str('d') + int1(9)) +  // d3
+                            dict(binget(2) + int1(10) + binget(3) + int1(11) + binget(7) + int1(12)) +
+                            dict(binget(2) + int1(13) + binget(3) + int1(14) + binget(7) + int1(15)) + "e." + kPadding;
   PickleDocument doc(bytes, "diverge.pickle");
   EXPECT_EQ(contents(doc.root()), (Dicts{{{"a", 1}, {"b", 2}, {"c", 3}},
                                          {{"a", 4}, {"b", 5}, {"c", 6}},
@@ -118,13 +115,13 @@ TEST(PickleKeySharing, KeysThatLeaveTheTemplateMidwayAreAllKept) {
 TEST(PickleKeySharing, SetitemIntoADictWithSharedKeysLeavesTheOthersAlone) {
   // Memo: 0 list, 1 d1, 2 'a', 3 d2, 4 d3, 5 d4. d2 and d3 share keys; then d2['b'] = 9 (BINGET 3,
   // 'b', 9, SETITEM), then d4 still matches the template d2 recorded.
-  const std::string bytes = B("\x80\x04]\x94(") + dict(new_str('a') + int1(1)) +
-                            dict(binget(2) + int1(2)) + dict(binget(2) + int1(3)) +
-                            binget(3) + B("\x8c\x01" "b") + int1(9) + "s" + "0" +
-                            dict(binget(2) + int1(4)) + "e." + kPadding;
+  const std::string bytes = B("\x80\x04]\x94(") + dict(new_str('a') + int1(1)) + dict(binget(2) + int1(2)) +
+                            dict(binget(2) + int1(3)) + binget(3) +
+                            B("\x8c\x01"
+                              "b") +
+                            int1(9) + "s" + "0" + dict(binget(2) + int1(4)) + "e." + kPadding;
   PickleDocument doc(bytes, "setitem.pickle");
-  EXPECT_EQ(contents(doc.root()),
-            (Dicts{{{"a", 1}}, {{"a", 2}, {"b", 9}}, {{"a", 3}}, {{"a", 4}}}));
+  EXPECT_EQ(contents(doc.root()), (Dicts{{{"a", 1}}, {{"a", 2}, {"b", 9}}, {{"a", 3}}, {{"a", 4}}}));
   const auto d = doc.root().items();
   EXPECT_EQ(d[3].dict->keys, d[2].dict->keys);
   EXPECT_NE(d[1].dict->keys, d[2].dict->keys);
@@ -147,8 +144,7 @@ TEST(PickleKeySharing, DictsOfSixteenPairsAndOneOfSeventeen) {
   ASSERT_EQ(d.size(), 4u);
   for (std::size_t i = 0; i < 4; ++i) {
     ASSERT_EQ(d[i].dict_size(), i < 3 ? 16u : 17u);
-    for (int k = 0; k < 16; ++k)
-      EXPECT_EQ(d[i].find(std::string(1, static_cast<char>('a' + k)))->integer, k);
+    for (int k = 0; k < 16; ++k) EXPECT_EQ(d[i].find(std::string(1, static_cast<char>('a' + k)))->integer, k);
   }
   EXPECT_EQ(d[3].find("q")->integer, 16);
   EXPECT_EQ(d[2].dict->keys, d[1].dict->keys);

@@ -76,14 +76,13 @@ class TreeCompare {
       if (would_be != Kind::List && would_be != Kind::Tuple && would_be != Kind::Dict)
         return differ("skipped value records kind " + std::string(kind_name(would_be)));
       if (full.kind != would_be)
-        return differ("skipped as a " + std::string(kind_name(would_be)) +
-                      " but the full parse has a " + std::string(kind_name(full.kind)));
+        return differ("skipped as a " + std::string(kind_name(would_be)) + " but the full parse has a " +
+                      std::string(kind_name(full.kind)));
       if (!skim.items().empty() || skim.dict_size() != 0) return differ("skipped value has items");
       return true;
     }
     if (full.kind != skim.kind)
-      return differ("kind " + std::string(kind_name(full.kind)) + " vs " +
-                    std::string(kind_name(skim.kind)));
+      return differ("kind " + std::string(kind_name(full.kind)) + " vs " + std::string(kind_name(skim.kind)));
     switch (full.kind) {
       case Kind::None:
         return true;
@@ -101,10 +100,10 @@ class TreeCompare {
                differ("'" + std::string(full.str()) + "' vs '" + std::string(skim.str()) + "'");
       case Kind::List:
       case Kind::Tuple: {
-        const void* fid = full.kind == Kind::List ? static_cast<const void*>(full.list)
-                                                  : static_cast<const void*>(full.tuple_items);
-        const void* sid = skim.kind == Kind::List ? static_cast<const void*>(skim.list)
-                                                  : static_cast<const void*>(skim.tuple_items);
+        const void* fid =
+            full.kind == Kind::List ? static_cast<const void*>(full.list) : static_cast<const void*>(full.tuple_items);
+        const void* sid =
+            skim.kind == Kind::List ? static_cast<const void*>(skim.list) : static_cast<const void*>(skim.tuple_items);
         const int seen = pair_seen(fid, sid);
         if (seen != 0) return seen > 0;
         auto f = full.items(), s = skim.items();
@@ -121,8 +120,7 @@ class TreeCompare {
         const int seen = pair_seen(full.dict, skim.dict);
         if (seen != 0) return seen > 0;
         if (full.dict_size() != skim.dict_size())
-          return differ("dict sizes " + std::to_string(full.dict_size()) + " vs " +
-                        std::to_string(skim.dict_size()));
+          return differ("dict sizes " + std::to_string(full.dict_size()) + " vs " + std::to_string(skim.dict_size()));
         for (std::uint32_t i = 0; i < full.dict_size(); ++i) {
           const Value& key = skim.dict_key(i);
           path_.push_back({nullptr, i, true});
@@ -155,10 +153,14 @@ class TreeCompare {
   bool differ(const std::string& what) {
     why = "at root";
     for (const Step& s : path_) {
-      if (s.is_key) why += "{key " + std::to_string(s.index) + "}";
-      else if (s.key && s.key->is_str()) why += "['" + std::string(s.key->str()) + "']";
-      else if (s.key) why += "[value " + std::to_string(s.index) + "]";
-      else why += "[" + std::to_string(s.index) + "]";
+      if (s.is_key)
+        why += "{key " + std::to_string(s.index) + "}";
+      else if (s.key && s.key->is_str())
+        why += "['" + std::string(s.key->str()) + "']";
+      else if (s.key)
+        why += "[value " + std::to_string(s.index) + "]";
+      else
+        why += "[" + std::to_string(s.index) + "]";
     }
     why += ": " + what;
     return false;
@@ -170,9 +172,7 @@ class TreeCompare {
     auto f = full_to_skim_.find(fid);
     auto s = skim_to_full_.find(sid);
     if (f != full_to_skim_.end() || s != skim_to_full_.end()) {
-      if (f != full_to_skim_.end() && s != skim_to_full_.end() && f->second == sid &&
-          s->second == fid)
-        return 1;
+      if (f != full_to_skim_.end() && s != skim_to_full_.end() && f->second == sid && s->second == fid) return 1;
       differ("containers alias differently in the two documents");
       return -1;
     }
@@ -189,8 +189,7 @@ class TreeCompare {
 // True when `skim` is `full` except that some containers stored as dict values under `skip_key`
 // are Kind::Skipped there (with the kind of the full parse's container in `length`). An empty
 // skip_key asks for identical documents. `why` gets the first difference.
-bool same_except_skipped(const Value& full, const Value& skim, std::string_view skip_key,
-                         std::string* why = nullptr) {
+bool same_except_skipped(const Value& full, const Value& skim, std::string_view skip_key, std::string* why = nullptr) {
   TreeCompare compare(skip_key);
   const bool same = compare.same(full, skim, false, 0);
   if (why) *why = compare.why;
@@ -203,8 +202,7 @@ std::size_t count_skipped(const Value& v, std::set<const void*>& seen, int depth
   if (v.kind == Kind::Skipped) return 1;
   std::size_t n = 0;
   if (v.kind == Kind::List || v.kind == Kind::Tuple) {
-    const void* id = v.kind == Kind::List ? static_cast<const void*>(v.list)
-                                          : static_cast<const void*>(v.tuple_items);
+    const void* id = v.kind == Kind::List ? static_cast<const void*>(v.list) : static_cast<const void*>(v.tuple_items);
     if (id && !seen.insert(id).second) return 0;
     for (const Value& item : v.items()) n += count_skipped(item, seen, depth + 1);
   } else if (v.kind == Kind::Dict) {
@@ -256,10 +254,8 @@ std::string disagreement(const Outcome& o, std::string_view skip_key) {
   if (o.full->protocol() != o.skim->protocol()) return "protocols differ";
   std::string why;
   // Without skipping (it fell back) the documents must be identical.
-  if (!same_except_skipped(o.full->root(), o.skim->root(), o.skim->skipped() ? skip_key : "",
-                           &why))
-    return std::string("documents differ (skipped() ") + (o.skim->skipped() ? "true" : "false") +
-           ") " + why;
+  if (!same_except_skipped(o.full->root(), o.skim->root(), o.skim->skipped() ? skip_key : "", &why))
+    return std::string("documents differ (skipped() ") + (o.skim->skipped() ? "true" : "false") + ") " + why;
   return "";
 }
 
@@ -272,8 +268,7 @@ struct Tally {
 // Parses `bytes` both ways from a buffer of exactly its size (so that ASan sees any read past its
 // end) and checks that they agree. `what` names the input in a failure (called only then).
 template <typename Describe>
-void expect_same_both_ways(std::string_view bytes, std::string_view skip_key, Tally& tally,
-                           const Describe& what) {
+void expect_same_both_ways(std::string_view bytes, std::string_view skip_key, Tally& tally, const Describe& what) {
   std::unique_ptr<char[]> buf(new char[bytes.empty() ? 1 : bytes.size()]);
   if (!bytes.empty()) std::memcpy(buf.get(), bytes.data(), bytes.size());
   const std::string_view exact(buf.get(), bytes.size());
@@ -281,13 +276,15 @@ void expect_same_both_ways(std::string_view bytes, std::string_view skip_key, Ta
   const std::string d = disagreement(o, skip_key);
   if (!d.empty()) {
     // Enough to reproduce, without flooding the log when something is badly wrong.
-    if (++tally.failures <= 10)
-      ADD_FAILURE() << what() << ": " << d << "\n  input hex: " << to_hex(bytes);
+    if (++tally.failures <= 10) ADD_FAILURE() << what() << ": " << d << "\n  input hex: " << to_hex(bytes);
     return;
   }
-  if (!o.full_error.empty()) ++tally.refused;
-  else if (o.skim->skipped()) ++tally.skimmed;
-  else ++tally.fell_back;
+  if (!o.full_error.empty())
+    ++tally.refused;
+  else if (o.skim->skipped())
+    ++tally.skimmed;
+  else
+    ++tally.fell_back;
 }
 
 // ---- hand-assembled pickles: what skipping gives -----------------------------------------------
@@ -300,24 +297,29 @@ const Value& get(const Value& dict, std::string_view key) {
 
 TEST(PickleSkip, FramesListIsSkippedAndTheRestIsBuilt) {
   // {'frames': [{'name': 'f'}], 'size': 5}
-  const std::string bytes = B("\x80\x04"             // PROTO 4
-                              "}\x94"                // EMPTY_DICT, MEMOIZE 0
-                              "("                    // MARK
-                              "\x8c\x06" "frames"    // SHORT_BINUNICODE 'frames'
-                              "\x94"                 // MEMOIZE 1
-                              "]\x94"                // EMPTY_LIST, MEMOIZE 2
-                              "}\x94"                // EMPTY_DICT, MEMOIZE 3 (the frame)
-                              "\x8c\x04" "name"      // SHORT_BINUNICODE 'name'
-                              "\x94"                 // MEMOIZE 4
-                              "\x8c\x01" "f"         // SHORT_BINUNICODE 'f'
-                              "\x94"                 // MEMOIZE 5
-                              "s"                    // SETITEM: frame['name'] = 'f'
-                              "a"                    // APPEND: frames.append(frame)
-                              "\x8c\x04" "size"      // SHORT_BINUNICODE 'size'
-                              "\x94"                 // MEMOIZE 6
-                              "K\x05"                // BININT1 5
-                              "u"                    // SETITEMS
-                              ".");                  // STOP
+  const std::string bytes =
+      B("\x80\x04"  // PROTO 4
+        "}\x94"     // EMPTY_DICT, MEMOIZE 0
+        "("         // MARK
+        "\x8c\x06"
+        "frames"  // SHORT_BINUNICODE 'frames'
+        "\x94"    // MEMOIZE 1
+        "]\x94"   // EMPTY_LIST, MEMOIZE 2
+        "}\x94"   // EMPTY_DICT, MEMOIZE 3 (the frame)
+        "\x8c\x04"
+        "name"  // SHORT_BINUNICODE 'name'
+        "\x94"  // MEMOIZE 4
+        "\x8c\x01"
+        "f"     // SHORT_BINUNICODE 'f'
+        "\x94"  // MEMOIZE 5
+        "s"     // SETITEM: frame['name'] = 'f'
+        "a"     // APPEND: frames.append(frame)
+        "\x8c\x04"
+        "size"   // SHORT_BINUNICODE 'size'
+        "\x94"   // MEMOIZE 6
+        "K\x05"  // BININT1 5
+        "u"      // SETITEMS
+        ".");    // STOP
   PickleDocument skim(bytes, "a.pickle", skip("frames"));
   EXPECT_TRUE(skim.skipped());
   EXPECT_EQ(skim.protocol(), 4);
@@ -347,36 +349,41 @@ TEST(PickleSkip, FramesListIsSkippedAndTheRestIsBuilt) {
 
 TEST(PickleSkip, FramesListSharedByTwoEntriesIsSkippedInBoth) {
   // L = [{'name': 'f'}]; [{'frames': L, 'addr': 1}, {'frames': L, 'addr': 2}]
-  const std::string bytes = B("\x80\x04"             // PROTO 4
-                              "]\x94"                // EMPTY_LIST, MEMOIZE 0 (the root)
-                              "("                    // MARK
-                              // entry 0
-                              "}\x94"                // EMPTY_DICT, MEMOIZE 1
-                              "("                    // MARK
-                              "\x8c\x06" "frames"    // 'frames'
-                              "\x94"                 // MEMOIZE 2
-                              "]\x94"                // EMPTY_LIST, MEMOIZE 3 (L)
-                              "}\x94"                // EMPTY_DICT, MEMOIZE 4 (the frame)
-                              "\x8c\x04" "name"      // 'name'
-                              "\x94"                 // MEMOIZE 5
-                              "\x8c\x01" "f"         // 'f'
-                              "\x94"                 // MEMOIZE 6
-                              "s"                    // SETITEM
-                              "a"                    // APPEND: L.append(frame)
-                              "\x8c\x04" "addr"      // 'addr'
-                              "\x94"                 // MEMOIZE 7
-                              "K\x01"                // BININT1 1
-                              "u"                    // SETITEMS
-                              // entry 1
-                              "}\x94"                // EMPTY_DICT, MEMOIZE 8
-                              "("                    // MARK
-                              "h\x02"                // BINGET 2 ('frames')
-                              "h\x03"                // BINGET 3 (L)
-                              "h\x07"                // BINGET 7 ('addr')
-                              "K\x02"                // BININT1 2
-                              "u"                    // SETITEMS
-                              "e"                    // APPENDS
-                              ".");                  // STOP
+  const std::string bytes =
+      B("\x80\x04"  // PROTO 4
+        "]\x94"     // EMPTY_LIST, MEMOIZE 0 (the root)
+        "("         // MARK
+        // entry 0
+        "}\x94"  // EMPTY_DICT, MEMOIZE 1
+        "("      // MARK
+        "\x8c\x06"
+        "frames"  // 'frames'
+        "\x94"    // MEMOIZE 2
+        "]\x94"   // EMPTY_LIST, MEMOIZE 3 (L)
+        "}\x94"   // EMPTY_DICT, MEMOIZE 4 (the frame)
+        "\x8c\x04"
+        "name"  // 'name'
+        "\x94"  // MEMOIZE 5
+        "\x8c\x01"
+        "f"     // 'f'
+        "\x94"  // MEMOIZE 6
+        "s"     // SETITEM
+        "a"     // APPEND: L.append(frame)
+        "\x8c\x04"
+        "addr"   // 'addr'
+        "\x94"   // MEMOIZE 7
+        "K\x01"  // BININT1 1
+        "u"      // SETITEMS
+        // entry 1
+        "}\x94"  // EMPTY_DICT, MEMOIZE 8
+        "("      // MARK
+        "h\x02"  // BINGET 2 ('frames')
+        "h\x03"  // BINGET 3 (L)
+        "h\x07"  // BINGET 7 ('addr')
+        "K\x02"  // BININT1 2
+        "u"      // SETITEMS
+        "e"      // APPENDS
+        ".");    // STOP
   PickleDocument skim(bytes, "b.pickle", skip("frames"));
   EXPECT_TRUE(skim.skipped());
   auto entries = skim.root().items();
@@ -407,20 +414,46 @@ TEST(PickleSkip, EveryContainerOpcodeUnderTheKeyIsSkipped) {
   };
   const Case cases[] = {
       // EMPTY_DICT 'frames' EMPTY_TUPLE SETITEM STOP: {'frames': ()}
-      {B("\x80\x04}\x8c\x06" "frames" ")s."), Kind::Tuple},
+      {B("\x80\x04}\x8c\x06"
+         "frames"
+         ")s."),
+       Kind::Tuple},
       // ... BININT1 1 BININT1 2 TUPLE2 SETITEM: {'frames': (1, 2)}
-      {B("\x80\x04}\x8c\x06" "frames" "K\x01" "K\x02" "\x86s."), Kind::Tuple},
+      {B("\x80\x04}\x8c\x06"
+         "frames"
+         "K\x01"
+         "K\x02"
+         "\x86s."),
+       Kind::Tuple},
       // ... MARK BININT1 1 TUPLE SETITEM: {'frames': (1,)}
-      {B("\x80\x04}\x8c\x06" "frames" "(K\x01" "ts."), Kind::Tuple},
+      {B("\x80\x04}\x8c\x06"
+         "frames"
+         "(K\x01"
+         "ts."),
+       Kind::Tuple},
       // ... MARK 'a' BININT1 1 DICT SETITEM: {'frames': {'a': 1}}
-      {B("\x80\x04}\x8c\x06" "frames" "(\x8c\x01" "a" "K\x01" "ds."), Kind::Dict},
+      {B("\x80\x04}\x8c\x06"
+         "frames"
+         "(\x8c\x01"
+         "a"
+         "K\x01"
+         "ds."),
+       Kind::Dict},
       // ... MARK BININT1 1 LIST SETITEM: {'frames': [1]}
-      {B("\x80\x04}\x8c\x06" "frames" "(K\x01" "ls."), Kind::List},
+      {B("\x80\x04}\x8c\x06"
+         "frames"
+         "(K\x01"
+         "ls."),
+       Kind::List},
       // protocol 0, text opcodes: MARK DICT PUT 0, UNICODE 'frames' PUT 1, MARK LIST PUT 2,
       // INT 1 APPEND SETITEM STOP: {'frames': [1]} (the key is decoded into the arena)
       {"(dp0\nVframes\np1\n(lp2\nI1\nas.", Kind::List},
       // protocol 2 str key (SHORT_BINSTRING): Python 3 reads it as the str 'frames'
-      {B("\x80\x02}U\x06" "frames" "]K\x01" "as."), Kind::List},
+      {B("\x80\x02}U\x06"
+         "frames"
+         "]K\x01"
+         "as."),
+       Kind::List},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(to_hex(c.bytes));
@@ -440,11 +473,20 @@ TEST(PickleSkip, EveryContainerOpcodeUnderTheKeyIsSkipped) {
 TEST(PickleSkip, OnlyTheStrKeyCounts) {
   // {b'frames': [1], 'framez': [2], 'frames': 3}: a bytes key is not the str 'frames', a
   // near miss is not it, and a scalar under the key stays a scalar. Nothing to skip.
-  const std::string bytes = B("\x80\x04}("
-                              "C\x06" "frames" "]K\x01" "a"   // SHORT_BINBYTES b'frames' [1]
-                              "\x8c\x06" "framez" "]K\x02" "a"  // 'framez' [2]
-                              "\x8c\x06" "frames" "K\x03"       // 'frames' 3
-                              "u.");
+  const std::string bytes =
+      B("\x80\x04}("
+        "C\x06"
+        "frames"
+        "]K\x01"
+        "a"  // SHORT_BINBYTES b'frames' [1]
+        "\x8c\x06"
+        "framez"
+        "]K\x02"
+        "a"  // 'framez' [2]
+        "\x8c\x06"
+        "frames"
+        "K\x03"  // 'frames' 3
+        "u.");
   PickleDocument skim(bytes, "k.pickle", skip("frames"));
   EXPECT_TRUE(skim.skipped());  // skipping ran (and found nothing to skip)
   ASSERT_EQ(skim.root().dict_size(), 3u);
@@ -469,17 +511,22 @@ void expect_fallback(const std::string& bytes) {
 
 TEST(PickleSkipEscapes, FramesListFetchedIntoAPlainList) {
   // L = [7]; {'frames': L, 'list': [L]}
-  const std::string bytes = B("\x80\x04"
-                              "}\x94("               // EMPTY_DICT MEMOIZE 0, MARK
-                              "\x8c\x06" "frames"    // 'frames'
-                              "\x94"                 // MEMOIZE 1
-                              "]\x94"                // EMPTY_LIST MEMOIZE 2 (L)
-                              "K\x07" "a"            // BININT1 7, APPEND
-                              "\x8c\x04" "list"      // 'list'
-                              "\x94"                 // MEMOIZE 3
-                              "]\x94"                // EMPTY_LIST MEMOIZE 4
-                              "h\x02" "a"            // BINGET 2 (L), APPEND
-                              "u.");                 // SETITEMS STOP
+  const std::string bytes =
+      B("\x80\x04"
+        "}\x94("  // EMPTY_DICT MEMOIZE 0, MARK
+        "\x8c\x06"
+        "frames"  // 'frames'
+        "\x94"    // MEMOIZE 1
+        "]\x94"   // EMPTY_LIST MEMOIZE 2 (L)
+        "K\x07"
+        "a"  // BININT1 7, APPEND
+        "\x8c\x04"
+        "list"   // 'list'
+        "\x94"   // MEMOIZE 3
+        "]\x94"  // EMPTY_LIST MEMOIZE 4
+        "h\x02"
+        "a"     // BINGET 2 (L), APPEND
+        "u.");  // SETITEMS STOP
   expect_fallback(bytes);
   PickleDocument skim(bytes, "e.pickle", skip("frames"));
   const Value& frames = get(skim.root(), "frames");
@@ -493,21 +540,27 @@ TEST(PickleSkipEscapes, FramesListFetchedIntoAPlainList) {
 
 TEST(PickleSkipEscapes, FrameDictFetchedIntoAnotherKey) {
   // F = {'name': 'f'}; {'frames': [F], 'other': F}
-  const std::string bytes = B("\x80\x04"
-                              "}\x94("               // EMPTY_DICT MEMOIZE 0, MARK
-                              "\x8c\x06" "frames"    // 'frames'
-                              "\x94"                 // MEMOIZE 1
-                              "]\x94"                // EMPTY_LIST MEMOIZE 2
-                              "}\x94"                // EMPTY_DICT MEMOIZE 3 (F)
-                              "\x8c\x04" "name"      // 'name'
-                              "\x94"                 // MEMOIZE 4
-                              "\x8c\x01" "f"         // 'f'
-                              "\x94"                 // MEMOIZE 5
-                              "s" "a"                // SETITEM, APPEND
-                              "\x8c\x05" "other"     // 'other'
-                              "\x94"                 // MEMOIZE 6
-                              "h\x03"                // BINGET 3 (F)
-                              "u.");                 // SETITEMS STOP
+  const std::string bytes =
+      B("\x80\x04"
+        "}\x94("  // EMPTY_DICT MEMOIZE 0, MARK
+        "\x8c\x06"
+        "frames"  // 'frames'
+        "\x94"    // MEMOIZE 1
+        "]\x94"   // EMPTY_LIST MEMOIZE 2
+        "}\x94"   // EMPTY_DICT MEMOIZE 3 (F)
+        "\x8c\x04"
+        "name"  // 'name'
+        "\x94"  // MEMOIZE 4
+        "\x8c\x01"
+        "f"     // 'f'
+        "\x94"  // MEMOIZE 5
+        "s"
+        "a"  // SETITEM, APPEND
+        "\x8c\x05"
+        "other"  // 'other'
+        "\x94"   // MEMOIZE 6
+        "h\x03"  // BINGET 3 (F)
+        "u.");   // SETITEMS STOP
   expect_fallback(bytes);
   PickleDocument skim(bytes, "e.pickle", skip("frames"));
   const Value& frames = get(skim.root(), "frames");
@@ -521,16 +574,19 @@ TEST(PickleSkipEscapes, FrameDictFetchedIntoAnotherKey) {
 
 TEST(PickleSkipEscapes, FramesListAsTheRoot) {
   // d = {'frames': L}; L.append(1); the pickle's result is L itself: [1]
-  const std::string bytes = B("\x80\x04"
-                              "}\x94"                // EMPTY_DICT MEMOIZE 0
-                              "\x8c\x06" "frames"    // 'frames'
-                              "\x94"                 // MEMOIZE 1
-                              "]\x94"                // EMPTY_LIST MEMOIZE 2 (L)
-                              "K\x01" "a"            // BININT1 1, APPEND
-                              "s"                    // SETITEM: d['frames'] = L
-                              "0"                    // POP d
-                              "h\x02"                // BINGET 2 (L)
-                              ".");                  // STOP
+  const std::string bytes =
+      B("\x80\x04"
+        "}\x94"  // EMPTY_DICT MEMOIZE 0
+        "\x8c\x06"
+        "frames"  // 'frames'
+        "\x94"    // MEMOIZE 1
+        "]\x94"   // EMPTY_LIST MEMOIZE 2 (L)
+        "K\x01"
+        "a"      // BININT1 1, APPEND
+        "s"      // SETITEM: d['frames'] = L
+        "0"      // POP d
+        "h\x02"  // BINGET 2 (L)
+        ".");    // STOP
   expect_fallback(bytes);
   PickleDocument skim(bytes, "e.pickle", skip("frames"));
   ASSERT_EQ(skim.root().kind, Kind::List);
@@ -540,14 +596,16 @@ TEST(PickleSkipEscapes, FramesListAsTheRoot) {
 
 TEST(PickleSkipEscapes, SkippedTupleAsADictKey) {
   // T = (); {'frames': T, T: 1}
-  const std::string bytes = B("\x80\x04"
-                              "}\x94("               // EMPTY_DICT MEMOIZE 0, MARK
-                              "\x8c\x06" "frames"    // 'frames'
-                              "\x94"                 // MEMOIZE 1
-                              ")\x94"                // EMPTY_TUPLE MEMOIZE 2 (T)
-                              "h\x02"                // BINGET 2 (T), as a key
-                              "K\x01"                // BININT1 1
-                              "u.");                 // SETITEMS STOP
+  const std::string bytes =
+      B("\x80\x04"
+        "}\x94("  // EMPTY_DICT MEMOIZE 0, MARK
+        "\x8c\x06"
+        "frames"  // 'frames'
+        "\x94"    // MEMOIZE 1
+        ")\x94"   // EMPTY_TUPLE MEMOIZE 2 (T)
+        "h\x02"   // BINGET 2 (T), as a key
+        "K\x01"   // BININT1 1
+        "u.");    // SETITEMS STOP
   expect_fallback(bytes);
   PickleDocument skim(bytes, "e.pickle", skip("frames"));
   ASSERT_EQ(skim.root().dict_size(), 2u);
@@ -560,13 +618,15 @@ TEST(PickleSkipEscapes, SkippedTupleAsADictKey) {
 TEST(PickleSkipEscapes, TupleBuiltOnTopOfASkippedOneUsedAsAKey) {
   // {'frames': (), (): 2} with the second () pushed right above the skipped first one (no memo):
   // the reader's guess that it belongs in the skipped tuple is wrong.
-  const std::string bytes = B("\x80\x04"
-                              "}("                   // EMPTY_DICT MARK
-                              "\x8c\x06" "frames"    // 'frames'
-                              ")"                    // EMPTY_TUPLE (under 'frames')
-                              ")"                    // EMPTY_TUPLE (a key)
-                              "K\x02"                // BININT1 2
-                              "u.");                 // SETITEMS STOP
+  const std::string bytes =
+      B("\x80\x04"
+        "}("  // EMPTY_DICT MARK
+        "\x8c\x06"
+        "frames"  // 'frames'
+        ")"       // EMPTY_TUPLE (under 'frames')
+        ")"       // EMPTY_TUPLE (a key)
+        "K\x02"   // BININT1 2
+        "u.");    // SETITEMS STOP
   expect_fallback(bytes);
   PickleDocument skim(bytes, "e.pickle", skip("frames"));
   ASSERT_EQ(skim.root().dict_size(), 2u);
@@ -578,20 +638,23 @@ TEST(PickleSkipEscapes, ListMadeInsideAFramesMarkAppendedToABuiltList) {
   // K = []; {'keep': K, 'frames': [K]}, where, while the frames list's APPENDS is open, a new
   // list is appended to K: K = [[]]. The new list sits above the MARK of a skipped list, so the
   // reader may guess it is a frame; it goes into K, which is built.
-  const std::string bytes = B("\x80\x04"
-                              "}\x94("               // EMPTY_DICT MEMOIZE 0, MARK
-                              "\x8c\x04" "keep"      // 'keep'
-                              "\x94"                 // MEMOIZE 1
-                              "]\x94"                // EMPTY_LIST MEMOIZE 2 (K)
-                              "\x8c\x06" "frames"    // 'frames'
-                              "\x94"                 // MEMOIZE 3
-                              "]\x94"                // EMPTY_LIST MEMOIZE 4 (the frames list)
-                              "("                    // MARK
-                              "h\x02"                // BINGET 2 (K)
-                              "]\x94"                // EMPTY_LIST MEMOIZE 5
-                              "a"                    // APPEND: K.append([])
-                              "e"                    // APPENDS: frames.extend([K])
-                              "u.");                 // SETITEMS STOP
+  const std::string bytes =
+      B("\x80\x04"
+        "}\x94("  // EMPTY_DICT MEMOIZE 0, MARK
+        "\x8c\x04"
+        "keep"   // 'keep'
+        "\x94"   // MEMOIZE 1
+        "]\x94"  // EMPTY_LIST MEMOIZE 2 (K)
+        "\x8c\x06"
+        "frames"  // 'frames'
+        "\x94"    // MEMOIZE 3
+        "]\x94"   // EMPTY_LIST MEMOIZE 4 (the frames list)
+        "("       // MARK
+        "h\x02"   // BINGET 2 (K)
+        "]\x94"   // EMPTY_LIST MEMOIZE 5
+        "a"       // APPEND: K.append([])
+        "e"       // APPENDS: frames.extend([K])
+        "u.");    // SETITEMS STOP
   expect_fallback(bytes);
   PickleDocument skim(bytes, "e.pickle", skip("frames"));
   const Value& keep = get(skim.root(), "keep");
@@ -624,134 +687,211 @@ TEST(PickleSkipEscapes, ListMadeInsideAFramesMarkAppendedToABuiltList) {
 // without), frames lists that are runs of BINGETs closed by APPENDS, a single APPEND, empty
 // frames lists, and frame dicts first built under one entry and fetched under later ones.
 const std::string kSnapshot4 =
-    B("\x80\x04"                                          // PROTO 4
-      "\x95\xf5\x01\x00\x00\x00\x00\x00\x00"              // FRAME 501
-      "}\x94("                                            // EMPTY_DICT [0] MARK
-      "\x8c\x0d" "device_traces" "\x94"                   // 'device_traces' [1]
-      "]\x94" "]\x94" "("                                 // EMPTY_LIST [2] EMPTY_LIST [3] MARK
+    B("\x80\x04"                              // PROTO 4
+      "\x95\xf5\x01\x00\x00\x00\x00\x00\x00"  // FRAME 501
+      "}\x94("                                // EMPTY_DICT [0] MARK
+      "\x8c\x0d"
+      "device_traces"
+      "\x94"  // 'device_traces' [1]
+      "]\x94"
+      "]\x94"
+      "("  // EMPTY_LIST [2] EMPTY_LIST [3] MARK
       // entry 0
-      "}\x94("                                            // EMPTY_DICT [4] MARK
-      "\x8c\x06" "action" "\x94"                          // 'action' [5]
-      "\x8c\x05" "alloc" "\x94"                           // 'alloc' [6]
-      "\x8c\x04" "addr" "\x94"                            // 'addr' [7]
-      "\x8a\x06\x00\x00\x00\x00\x00\x7f"                  // LONG1 A
-      "\x8c\x04" "size" "\x94"                            // 'size' [8]
-      "M\x00\x02"                                         // BININT2 512
-      "\x8c\x06" "frames" "\x94"                          // 'frames' [9]
-      "]\x94("                                            // EMPTY_LIST [10] MARK
-      "}\x94("                                            //   F1: EMPTY_DICT [11] MARK
-      "\x8c\x08" "filename" "\x94"                        //   'filename' [12]
-      "\x8c\x04" "a.py" "\x94"                            //   'a.py' [13]
-      "\x8c\x04" "line" "\x94"                            //   'line' [14]
-      "K\x0a"                                             //   BININT1 10
-      "\x8c\x04" "name" "\x94"                            //   'name' [15]
-      "\x8c\x01" "f" "\x94"                               //   'f' [16]
-      "u"                                                 //   SETITEMS
-      "}\x94("                                            //   F2: EMPTY_DICT [17] MARK
-      "h\x0c"                                             //   BINGET 12 'filename'
-      "\x8c\x04" "b.py" "\x94"                            //   'b.py' [18]
-      "h\x0e" "K\x14"                                     //   BINGET 14 'line', BININT1 20
-      "h\x0f"                                             //   BINGET 15 'name'
-      "\x8c\x01" "g" "\x94"                               //   'g' [19]
-      "u"                                                 //   SETITEMS
-      "e"                                                 // APPENDS (frames)
-      "u"                                                 // SETITEMS (entry 0)
+      "}\x94("  // EMPTY_DICT [4] MARK
+      "\x8c\x06"
+      "action"
+      "\x94"  // 'action' [5]
+      "\x8c\x05"
+      "alloc"
+      "\x94"  // 'alloc' [6]
+      "\x8c\x04"
+      "addr"
+      "\x94"                              // 'addr' [7]
+      "\x8a\x06\x00\x00\x00\x00\x00\x7f"  // LONG1 A
+      "\x8c\x04"
+      "size"
+      "\x94"       // 'size' [8]
+      "M\x00\x02"  // BININT2 512
+      "\x8c\x06"
+      "frames"
+      "\x94"    // 'frames' [9]
+      "]\x94("  // EMPTY_LIST [10] MARK
+      "}\x94("  //   F1: EMPTY_DICT [11] MARK
+      "\x8c\x08"
+      "filename"
+      "\x94"  //   'filename' [12]
+      "\x8c\x04"
+      "a.py"
+      "\x94"  //   'a.py' [13]
+      "\x8c\x04"
+      "line"
+      "\x94"   //   'line' [14]
+      "K\x0a"  //   BININT1 10
+      "\x8c\x04"
+      "name"
+      "\x94"  //   'name' [15]
+      "\x8c\x01"
+      "f"
+      "\x94"    //   'f' [16]
+      "u"       //   SETITEMS
+      "}\x94("  //   F2: EMPTY_DICT [17] MARK
+      "h\x0c"   //   BINGET 12 'filename'
+      "\x8c\x04"
+      "b.py"
+      "\x94"  //   'b.py' [18]
+      "h\x0e"
+      "K\x14"  //   BINGET 14 'line', BININT1 20
+      "h\x0f"  //   BINGET 15 'name'
+      "\x8c\x01"
+      "g"
+      "\x94"  //   'g' [19]
+      "u"     //   SETITEMS
+      "e"     // APPENDS (frames)
+      "u"     // SETITEMS (entry 0)
       // entry 1
-      "}\x94("                                            // EMPTY_DICT [20] MARK
-      "h\x05"                                             // BINGET 5 'action'
-      "\x8c\x0e" "free_requested" "\x94"                  // 'free_requested' [21]
-      "h\x07"                                             // BINGET 7 'addr'
-      "\x8a\x06\x00\x00\x00\x00\x00\x7f"                  // LONG1 A
-      "h\x08" "M\x00\x02"                                 // BINGET 8 'size', BININT2 512
-      "h\x09"                                             // BINGET 9 'frames'
-      "]\x94("                                            // EMPTY_LIST [22] MARK
-      "h\x0b" "h\x11"                                     //   BINGET 11 (F1), BINGET 17 (F2)
-      "e"                                                 // APPENDS
-      "u"                                                 // SETITEMS
+      "}\x94("  // EMPTY_DICT [20] MARK
+      "h\x05"   // BINGET 5 'action'
+      "\x8c\x0e"
+      "free_requested"
+      "\x94"                              // 'free_requested' [21]
+      "h\x07"                             // BINGET 7 'addr'
+      "\x8a\x06\x00\x00\x00\x00\x00\x7f"  // LONG1 A
+      "h\x08"
+      "M\x00\x02"  // BINGET 8 'size', BININT2 512
+      "h\x09"      // BINGET 9 'frames'
+      "]\x94("     // EMPTY_LIST [22] MARK
+      "h\x0b"
+      "h\x11"  //   BINGET 11 (F1), BINGET 17 (F2)
+      "e"      // APPENDS
+      "u"      // SETITEMS
       // entry 2
-      "}\x94("                                            // EMPTY_DICT [23] MARK
-      "h\x05" "h\x06" "h\x07"                             // 'action' 'alloc' 'addr'
-      "\x8a\x06\x00\x02\x00\x00\x00\x7f"                  // LONG1 A + 512
-      "h\x08" "M\x00\x04"                                 // 'size', BININT2 1024
-      "h\x09"                                             // 'frames'
-      "]\x94("                                            // EMPTY_LIST [24] MARK
-      "h\x11"                                             //   BINGET 17 (F2)
-      "}\x94("                                            //   F3: EMPTY_DICT [25] MARK
-      "h\x0c" "h\x0d" "h\x0e"                             //   'filename' 'a.py' 'line'
-      "K\x0b"                                             //   BININT1 11
-      "h\x0f"                                             //   'name'
-      "\x8c\x01" "h" "\x94"                               //   'h' [26]
-      "u"                                                 //   SETITEMS
-      "h\x0b"                                             //   BINGET 11 (F1)
-      "e"                                                 // APPENDS
-      "u"                                                 // SETITEMS
+      "}\x94("  // EMPTY_DICT [23] MARK
+      "h\x05"
+      "h\x06"
+      "h\x07"                             // 'action' 'alloc' 'addr'
+      "\x8a\x06\x00\x02\x00\x00\x00\x7f"  // LONG1 A + 512
+      "h\x08"
+      "M\x00\x04"  // 'size', BININT2 1024
+      "h\x09"      // 'frames'
+      "]\x94("     // EMPTY_LIST [24] MARK
+      "h\x11"      //   BINGET 17 (F2)
+      "}\x94("     //   F3: EMPTY_DICT [25] MARK
+      "h\x0c"
+      "h\x0d"
+      "h\x0e"  //   'filename' 'a.py' 'line'
+      "K\x0b"  //   BININT1 11
+      "h\x0f"  //   'name'
+      "\x8c\x01"
+      "h"
+      "\x94"   //   'h' [26]
+      "u"      //   SETITEMS
+      "h\x0b"  //   BINGET 11 (F1)
+      "e"      // APPENDS
+      "u"      // SETITEMS
       // entry 3
-      "}\x94("                                            // EMPTY_DICT [27] MARK
-      "h\x05"                                             // 'action'
-      "\x8c\x0e" "free_completed" "\x94"                  // 'free_completed' [28]
-      "h\x07"                                             // 'addr'
-      "\x8a\x06\x00\x00\x00\x00\x00\x7f"                  // LONG1 A
-      "h\x08" "M\x00\x02"                                 // 'size', BININT2 512
-      "h\x09"                                             // 'frames'
-      "]\x94"                                             // EMPTY_LIST [29]
-      "}\x94("                                            //   F4: EMPTY_DICT [30] MARK
-      "h\x0c"                                             //   'filename'
-      "\x8c\x04" "c.py" "\x94"                            //   'c.py' [31]
-      "h\x0e" "K\x1e"                                     //   'line', BININT1 30
-      "h\x0f"                                             //   'name'
-      "\x8c\x01" "k" "\x94"                               //   'k' [32]
-      "u"                                                 //   SETITEMS
-      "a"                                                 // APPEND (frames)
-      "u"                                                 // SETITEMS
+      "}\x94("  // EMPTY_DICT [27] MARK
+      "h\x05"   // 'action'
+      "\x8c\x0e"
+      "free_completed"
+      "\x94"                              // 'free_completed' [28]
+      "h\x07"                             // 'addr'
+      "\x8a\x06\x00\x00\x00\x00\x00\x7f"  // LONG1 A
+      "h\x08"
+      "M\x00\x02"  // 'size', BININT2 512
+      "h\x09"      // 'frames'
+      "]\x94"      // EMPTY_LIST [29]
+      "}\x94("     //   F4: EMPTY_DICT [30] MARK
+      "h\x0c"      //   'filename'
+      "\x8c\x04"
+      "c.py"
+      "\x94"  //   'c.py' [31]
+      "h\x0e"
+      "K\x1e"  //   'line', BININT1 30
+      "h\x0f"  //   'name'
+      "\x8c\x01"
+      "k"
+      "\x94"  //   'k' [32]
+      "u"     //   SETITEMS
+      "a"     // APPEND (frames)
+      "u"     // SETITEMS
       // entry 4
-      "}\x94("                                            // EMPTY_DICT [33] MARK
-      "h\x05"                                             // 'action'
-      "\x8c\x0d" "segment_alloc" "\x94"                   // 'segment_alloc' [34]
-      "h\x07"                                             // 'addr'
-      "\x8a\x06\x00\x00\x00\x00\x00\x7f"                  // LONG1 A
-      "h\x08" "J\x00\x00\x20\x00"                         // 'size', BININT 2097152
-      "h\x09" "]\x94"                                     // 'frames', EMPTY_LIST [35]
-      "u"                                                 // SETITEMS
-      "e"                                                 // APPENDS (device 0's entries)
-      "a"                                                 // APPEND (device_traces)
-      "\x8c\x08" "segments" "\x94"                        // 'segments' [36]
-      "]\x94"                                             // EMPTY_LIST [37]
-      "}\x94("                                            // EMPTY_DICT [38] MARK
-      "\x8c\x07" "address" "\x94"                         // 'address' [39]
-      "\x8a\x06\x00\x00\x00\x00\x00\x7f"                  // LONG1 A
-      "\x8c\x0a" "total_size" "\x94"                      // 'total_size' [40]
-      "J\x00\x00\x20\x00"                                 // BININT 2097152
-      "\x8c\x06" "blocks" "\x94"                          // 'blocks' [41]
-      "]\x94("                                            // EMPTY_LIST [42] MARK
-      "}\x94("                                            //   EMPTY_DICT [43] MARK
-      "h\x08" "M\x00\x04"                                 //   'size', BININT2 1024
-      "\x8c\x05" "state" "\x94"                           //   'state' [44]
-      "\x8c\x10" "active_allocated" "\x94"                //   'active_allocated' [45]
-      "h\x09"                                             //   'frames'
-      "]\x94("                                            //   EMPTY_LIST [46] MARK
-      "h\x11" "h\x19" "h\x0b"                             //     BINGET 17, 25, 11 (F2 F3 F1)
-      "e"                                                 //   APPENDS
-      "u"                                                 //   SETITEMS
-      "}\x94("                                            //   EMPTY_DICT [47] MARK
-      "h\x08" "M\x00\x02"                                 //   'size', BININT2 512
-      "h\x2c"                                             //   BINGET 44 'state'
-      "\x8c\x08" "inactive" "\x94"                        //   'inactive' [48]
-      "h\x09" "]\x94"                                     //   'frames', EMPTY_LIST [49]
-      "u"                                                 //   SETITEMS
-      "e"                                                 // APPENDS (blocks)
-      "u"                                                 // SETITEMS (segment)
-      "a"                                                 // APPEND (segments)
-      "u"                                                 // SETITEMS (root)
-      ".");                                               // STOP
+      "}\x94("  // EMPTY_DICT [33] MARK
+      "h\x05"   // 'action'
+      "\x8c\x0d"
+      "segment_alloc"
+      "\x94"                              // 'segment_alloc' [34]
+      "h\x07"                             // 'addr'
+      "\x8a\x06\x00\x00\x00\x00\x00\x7f"  // LONG1 A
+      "h\x08"
+      "J\x00\x00\x20\x00"  // 'size', BININT 2097152
+      "h\x09"
+      "]\x94"  // 'frames', EMPTY_LIST [35]
+      "u"      // SETITEMS
+      "e"      // APPENDS (device 0's entries)
+      "a"      // APPEND (device_traces)
+      "\x8c\x08"
+      "segments"
+      "\x94"    // 'segments' [36]
+      "]\x94"   // EMPTY_LIST [37]
+      "}\x94("  // EMPTY_DICT [38] MARK
+      "\x8c\x07"
+      "address"
+      "\x94"                              // 'address' [39]
+      "\x8a\x06\x00\x00\x00\x00\x00\x7f"  // LONG1 A
+      "\x8c\x0a"
+      "total_size"
+      "\x94"               // 'total_size' [40]
+      "J\x00\x00\x20\x00"  // BININT 2097152
+      "\x8c\x06"
+      "blocks"
+      "\x94"    // 'blocks' [41]
+      "]\x94("  // EMPTY_LIST [42] MARK
+      "}\x94("  //   EMPTY_DICT [43] MARK
+      "h\x08"
+      "M\x00\x04"  //   'size', BININT2 1024
+      "\x8c\x05"
+      "state"
+      "\x94"  //   'state' [44]
+      "\x8c\x10"
+      "active_allocated"
+      "\x94"    //   'active_allocated' [45]
+      "h\x09"   //   'frames'
+      "]\x94("  //   EMPTY_LIST [46] MARK
+      "h\x11"
+      "h\x19"
+      "h\x0b"   //     BINGET 17, 25, 11 (F2 F3 F1)
+      "e"       //   APPENDS
+      "u"       //   SETITEMS
+      "}\x94("  //   EMPTY_DICT [47] MARK
+      "h\x08"
+      "M\x00\x02"  //   'size', BININT2 512
+      "h\x2c"      //   BINGET 44 'state'
+      "\x8c\x08"
+      "inactive"
+      "\x94"  //   'inactive' [48]
+      "h\x09"
+      "]\x94"  //   'frames', EMPTY_LIST [49]
+      "u"      //   SETITEMS
+      "e"      // APPENDS (blocks)
+      "u"      // SETITEMS (segment)
+      "a"      // APPEND (segments)
+      "u"      // SETITEMS (root)
+      ".");    // STOP
 
 // The same snapshot with the BINGET run of the first block's frames (byte 473) written with
 // LONG_BINGETs mixed in, as a pickler with more than 256 memo slots would: j 17, h 25, j 11.
 // FRAME grows by the 6 added bytes.
 std::string snapshot4_long_binget() {
   std::string s = kSnapshot4;
-  if (s.compare(473, 6, B("h\x11" "h\x19" "h\x0b")) != 0)
+  if (s.compare(473, 6,
+                B("h\x11"
+                  "h\x19"
+                  "h\x0b")) != 0)
     throw std::logic_error("kSnapshot4 moved");
-  s.replace(473, 6, B("j\x11\x00\x00\x00" "h\x19" "j\x0b\x00\x00\x00"));
+  s.replace(473, 6,
+            B("j\x11\x00\x00\x00"
+              "h\x19"
+              "j\x0b\x00\x00\x00"));
   s[3] = static_cast<char>(0xf5 + 6);  // FRAME 507
   return s;
 }
@@ -877,10 +1017,9 @@ TEST(PickleSkipSnapshot, EveryTruncationFailsTheSameWay) {
 // then 2 more opcodes taken in turn from a longer list, so that each of those is tried at 2 in 15
 // of the offsets (all of them everywhere would take too long under ASan).
 std::vector<unsigned char> replacements(std::size_t i, unsigned char b) {
-  std::vector<unsigned char> r = {static_cast<unsigned char>(b ^ 0x01), 0x00, 0xff, 'e', 'u', ']',
-                                  '}', 'h', 'j', '(', 0x94};
-  static const unsigned char more[] = {')', 'a',  's',  '0', '.', 't', 'd', 'l',
-                                       '1', '2', 0x85, 0x86, 'q', 'N', 0x80};
+  std::vector<unsigned char> r = {
+      static_cast<unsigned char>(b ^ 0x01), 0x00, 0xff, 'e', 'u', ']', '}', 'h', 'j', '(', 0x94};
+  static const unsigned char more[] = {')', 'a', 's', '0', '.', 't', 'd', 'l', '1', '2', 0x85, 0x86, 'q', 'N', 0x80};
   constexpr std::size_t n = sizeof more;
   for (std::size_t k = 0; k < 2; ++k) r.push_back(more[(2 * i + k) % n]);
   return r;
@@ -898,9 +1037,8 @@ TEST(PickleSkipSnapshot, EverySingleByteMutationFailsOrParsesTheSameWay) {
         if (b == static_cast<unsigned char>(good[i])) continue;
         std::string bad = good;
         bad[i] = static_cast<char>(b);
-        expect_same_both_ways(bad, "frames", tally, [&] {
-          return "byte " + std::to_string(i) + " set to " + std::to_string(b);
-        });
+        expect_same_both_ways(bad, "frames", tally,
+                              [&] { return "byte " + std::to_string(i) + " set to " + std::to_string(b); });
       }
     }
     // Not vacuous: the sweep saw refusals, documents with skipping, and fallbacks.
@@ -925,16 +1063,15 @@ TEST(PickleSkipSnapshot, EveryMemoGetRedirectedToEverySlot) {
       if (static_cast<unsigned char>(good[i + 1]) == slot) continue;
       std::string bad = good;
       bad[i + 1] = static_cast<char>(slot);
-      expect_same_both_ways(bad, "frames", tally, [&] {
-        return "BINGET at byte " + std::to_string(i) + " of slot " + std::to_string(slot);
-      });
+      expect_same_both_ways(bad, "frames", tally,
+                            [&] { return "BINGET at byte " + std::to_string(i) + " of slot " + std::to_string(slot); });
     }
   }
   EXPECT_GT(tally.refused, 0u);
   EXPECT_GT(tally.skimmed, 0u);
   EXPECT_GT(tally.fell_back, 0u);
-  std::cout << "[ info     ] " << tally.refused << " refused, " << tally.skimmed
-            << " parsed with skipping, " << tally.fell_back << " fell back\n";
+  std::cout << "[ info     ] " << tally.refused << " refused, " << tally.skimmed << " parsed with skipping, "
+            << tally.fell_back << " fell back\n";
 }
 
 // ---- real snapshots ---------------------------------------------------------------------------

@@ -179,7 +179,9 @@ TEST(Pickle, ReadsBytesAndBytearray) {
   ASSERT_EQ(doc.root().kind, Kind::Bytes);
   EXPECT_EQ(doc.root().str(), "ab");
   // BINBYTES (4-byte length) and BINBYTES8 by hand.
-  std::string b4 = B("\x80\x03" "B\x03\x00\x00\x00xyz.");
+  std::string b4 =
+      B("\x80\x03"
+        "B\x03\x00\x00\x00xyz.");
   PickleDocument d4(b4, "b.pickle");
   EXPECT_EQ(d4.root().str(), "xyz");
   std::string b8 = B("\x80\x04\x8e\x02\x00\x00\x00\x00\x00\x00\x00hi.");
@@ -226,7 +228,10 @@ TEST(Pickle, SelfReferentialListDoesNotLoop) {
 
 TEST(Pickle, DuplicateDictKeysLastWins) {
   // {'a': 1, 'a': 2} written with SETITEMS, as Python would hold it: {'a': 2}.
-  std::string bytes = B("\x80\x04}(\x8c\x01" "aK\x01\x8c\x01" "aK\x02u.");
+  std::string bytes =
+      B("\x80\x04}(\x8c\x01"
+        "aK\x01\x8c\x01"
+        "aK\x02u.");
   PickleDocument doc(bytes, "dup.pickle");
   ASSERT_NE(doc.root().find("a"), nullptr);
   EXPECT_EQ(doc.root().find("a")->integer, 2);
@@ -246,7 +251,9 @@ TEST(Pickle, PopAndDupFollowPython) {
   ASSERT_EQ(doc.root().items().size(), 2u);
   EXPECT_TRUE(doc.root().items()[1].is_none());
   // POP_MARK drops everything since the MARK.
-  std::string pm = B("\x80\x02K\x01(K\x02K\x03" "1.");
+  std::string pm =
+      B("\x80\x02K\x01(K\x02K\x03"
+        "1.");
   PickleDocument d2(pm, "t.pickle");
   EXPECT_EQ(d2.root().integer, 1);
 }
@@ -260,10 +267,9 @@ TEST(Pickle, IntegerEdges) {
   std::vector<Case> cases = {
       {B("\x80\x02\x8a\x00."), Kind::Int, 0},  // LONG1 of zero bytes = 0
       {B("\x80\x02\x8a\x01\xff."), Kind::Int, static_cast<std::uint64_t>(-1)},
-      {B("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00."), Kind::UInt,
-       std::uint64_t{1} << 63},
+      {B("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00."), Kind::UInt, std::uint64_t{1} << 63},
       {B("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\xff."), Kind::Int,
-       std::uint64_t{1} << 63},  // -2^63 with a redundant sign byte
+       std::uint64_t{1} << 63},                                      // -2^63 with a redundant sign byte
       {B("\x80\x02\x8b\x02\x00\x00\x00\x01\x01."), Kind::Int, 257},  // LONG4
       {B("\x80\x02M\xff\xff."), Kind::Int, 65535},
       {B("I-12\n."), Kind::Int, static_cast<std::uint64_t>(-12)},
@@ -275,11 +281,9 @@ TEST(Pickle, IntegerEdges) {
     EXPECT_EQ(doc.root().unsigned_integer, c.bits);
   }
   // Wider than 64 bits: refused, not truncated.
-  EXPECT_NE(parse_error(B("\x80\x02\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x01."))
-                .find("does not fit in 64 bits"),
+  EXPECT_NE(parse_error(B("\x80\x02\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x01.")).find("does not fit in 64 bits"),
             std::string::npos);
-  EXPECT_NE(parse_error(B("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xff."))
-                .find("below -2^63"),
+  EXPECT_NE(parse_error(B("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xff.")).find("below -2^63"),
             std::string::npos);
   EXPECT_NE(parse_error("L123456789012345678901234567890L\n.").find("64 bits"), std::string::npos);
 }
@@ -287,10 +291,8 @@ TEST(Pickle, IntegerEdges) {
 TEST(Pickle, Utf8IsValidated) {
   // Overlong encoding of '/' (C0 AF) is refused; a lone surrogate (ED A0 80) is allowed, as
   // Python's surrogatepass reader allows it.
-  EXPECT_NE(parse_error(B("\x80\x04\x8c\x02\xc0\xaf.")).find("UTF-8"),
-            std::string::npos);
-  EXPECT_NE(parse_error(B("\x80\x04\x8c\x01\xc3.")).find("UTF-8"),
-            std::string::npos);
+  EXPECT_NE(parse_error(B("\x80\x04\x8c\x02\xc0\xaf.")).find("UTF-8"), std::string::npos);
+  EXPECT_NE(parse_error(B("\x80\x04\x8c\x01\xc3.")).find("UTF-8"), std::string::npos);
   std::string ok = B("\x80\x04\x8c\x03\xed\xa0\x80.");
   PickleDocument doc(ok, "u.pickle");
   EXPECT_EQ(doc.root().str().size(), 3u);
@@ -310,8 +312,7 @@ TEST(PickleHostile, ClassicGlobalReduceIsRefusedNotRun) {
 
 TEST(PickleHostile, StackGlobalIsRefused) {
   // pickle.dumps(os.system, 4) shape: PROTO 4, 'posix', 'system', STACK_GLOBAL at byte 19.
-  std::string bytes =
-      B("\x80\x04\x8c\x05posix\x94\x8c\x06system\x94\x93\x94.");
+  std::string bytes = B("\x80\x04\x8c\x05posix\x94\x8c\x06system\x94\x93\x94.");
   std::string msg = parse_error(bytes);
   EXPECT_NE(msg.find("STACK_GLOBAL"), std::string::npos) << msg;
   EXPECT_NE(msg.find("byte 19"), std::string::npos) << msg;
@@ -322,15 +323,13 @@ TEST(PickleHostile, EveryObjectOpcodeIsRefusedByName) {
     unsigned char op;
     const char* name;
   };
-  const Case cases[] = {{'c', "GLOBAL"},   {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"},
-                        {'b', "BUILD"},    {'i', "INST"},          {'o', "OBJ"},
-                        {0x81, "NEWOBJ"},  {0x92, "NEWOBJ_EX"},    {'P', "PERSID"},
-                        {'Q', "BINPERSID"}, {0x82, "EXT1"},        {0x83, "EXT2"},
+  const Case cases[] = {{'c', "GLOBAL"}, {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"},  {'b', "BUILD"},
+                        {'i', "INST"},   {'o', "OBJ"},           {0x81, "NEWOBJ"}, {0x92, "NEWOBJ_EX"},
+                        {'P', "PERSID"}, {'Q', "BINPERSID"},     {0x82, "EXT1"},   {0x83, "EXT2"},
                         {0x84, "EXT4"}};
   for (const Case& c : cases) {
     // Arguments follow, so that nothing but the opcode itself can cause the refusal.
-    std::string bytes = B("\x80\x02NN") + static_cast<char>(c.op) +
-                        B("os\nsystem\n\x01\x01\x01\x01.");
+    std::string bytes = B("\x80\x02NN") + static_cast<char>(c.op) + B("os\nsystem\n\x01\x01\x01\x01.");
     std::string msg = parse_error(bytes);
     EXPECT_NE(msg.find(std::string("opcode ") + c.name + " "), std::string::npos) << msg;
     EXPECT_NE(msg.find("byte 4"), std::string::npos) << msg;
@@ -361,8 +360,7 @@ void expect_every_prefix_fails(const std::string& whole) {
       PickleDocument doc(std::string_view(buf.get(), n), "cut.pickle");
       ADD_FAILURE() << "prefix of " << n << " bytes parsed";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("cut.pickle: pickle byte "), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("cut.pickle: pickle byte "), std::string::npos) << e.what();
     }
   }
 }
@@ -377,33 +375,36 @@ TEST(PickleHostile, TruncationAtEveryByteOffset) {
 
 TEST(PickleHostile, BadMemoIndices) {
   EXPECT_NE(parse_error(B("\x80\x02h\x05.")).find("memo index 5"), std::string::npos);
-  EXPECT_NE(parse_error(B("\x80\x02j\xff\xff\xff\xff.")).find("memo index 4294967295"),
-            std::string::npos);
+  EXPECT_NE(parse_error(B("\x80\x02j\xff\xff\xff\xff.")).find("memo index 4294967295"), std::string::npos);
   EXPECT_NE(parse_error("g7\n.").find("memo index 7"), std::string::npos);
   EXPECT_NE(parse_error("gx\n.").find("decimal memo index"), std::string::npos);
   // A PUT far beyond anything the input could need would make us allocate gigabytes: refused.
-  EXPECT_NE(parse_error(B("\x80\x02Nr\xff\xff\xff\x7f.")).find("beyond"),
-            std::string::npos);
+  EXPECT_NE(parse_error(B("\x80\x02Nr\xff\xff\xff\x7f.")).find("beyond"), std::string::npos);
   // A PUT with nothing to store.
-  EXPECT_NE(parse_error(B("\x80\x02q\x00N.")).find("stack underflow"),
-            std::string::npos);
+  EXPECT_NE(parse_error(B("\x80\x02q\x00N.")).find("stack underflow"), std::string::npos);
   // A sparse (but bounded) PUT followed by GET of an unset slot in between.
-  EXPECT_NE(parse_error(B("\x80\x02Nq\x05h\x03.")).find("memo index 3"),
-            std::string::npos);
+  EXPECT_NE(parse_error(B("\x80\x02Nq\x05h\x03.")).find("memo index 3"), std::string::npos);
 }
 
 TEST(PickleHostile, HugeLengthFields) {
   const std::string cases[] = {
-      B("\x80\x04X\xff\xff\xff\xff" "abc."),                       // BINUNICODE
-      B("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x80" "abc."),     // BINUNICODE8
-      B("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\xff" "abc."),     // BINBYTES8
-      B("\x80\x05\x96\xff\xff\xff\xff\xff\xff\xff\x7f" "abc."),     // BYTEARRAY8
-      B("\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\xff" "N."),       // FRAME
-      B("\x80\x02\x8b\xff\xff\xff\x7f\x01."),                        // LONG4
-      B("\x80\x02\x8b\xff\xff\xff\xff\x01."),                        // LONG4 < 0
-      B("\x80\x04\x8c\xc8" "abc."),                                   // SHORT_BINUNICODE
-      B("\x80\x03" "B\xff\xff\xff\xff."),                             // BINBYTES
-      B("\x80\x02T\xff\xff\xff\x7f."),                                // BINSTRING
+      B("\x80\x04X\xff\xff\xff\xff"
+        "abc."),  // BINUNICODE
+      B("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x80"
+        "abc."),  // BINUNICODE8
+      B("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\xff"
+        "abc."),  // BINBYTES8
+      B("\x80\x05\x96\xff\xff\xff\xff\xff\xff\xff\x7f"
+        "abc."),  // BYTEARRAY8
+      B("\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\xff"
+        "N."),                                 // FRAME
+      B("\x80\x02\x8b\xff\xff\xff\x7f\x01."),  // LONG4
+      B("\x80\x02\x8b\xff\xff\xff\xff\x01."),  // LONG4 < 0
+      B("\x80\x04\x8c\xc8"
+        "abc."),  // SHORT_BINUNICODE
+      B("\x80\x03"
+        "B\xff\xff\xff\xff."),          // BINBYTES
+      B("\x80\x02T\xff\xff\xff\x7f."),  // BINSTRING
   };
   for (const std::string& c : cases) {
     std::string msg = parse_error(c);
@@ -418,22 +419,34 @@ TEST(PickleHostile, StackMisuse) {
     const char* expected;
   };
   const Case cases[] = {
-      {B("\x80\x02" "a."), "stack underflow"},                 // APPEND, empty
-      {B("\x80\x02]K\x01(a."), "stack underflow"},            // APPEND across MARK
-      {B("\x80\x02K\x01t."), "MARK missing"},                 // TUPLE without MARK
-      {B("\x80\x02(K\x01" "e."), "no list below the MARK"},  // APPENDS
-      {B("\x80\x02}(K\x01u."), "odd number"},                  // SETITEMS
-      {B("\x80\x02]K\x01K\x02s."), "expected a dict"},         // SETITEM on a list
-      {B("\x80\x02}K\x01" "a."), "expected a list"},           // APPEND to a dict
-      {B("\x80\x02}]K\x01s."), "unhashable"},                  // list as a key
-      {B("\x80\x02."), "stack underflow"},                     // STOP, empty
-      {B("\x80\x02(."), "stack underflow"},                    // STOP above MARK
-      {B("\x80\x02" "0."), "MARK missing"},                    // POP, empty
-      {B("\x80\x02" "1."), "MARK missing"},                    // POP_MARK
-      {B("\x80\x02K\x01\x87."), "stack underflow"},            // TUPLE3 of one
-      {B("\x80\x02" "2."), "stack underflow"},                 // DUP, empty
-      {B(""), "byte 0"},                                        // nothing at all
-      {B("N"), "before STOP"},                                  // no STOP
+      {B("\x80\x02"
+         "a."),
+       "stack underflow"},                          // APPEND, empty
+      {B("\x80\x02]K\x01(a."), "stack underflow"},  // APPEND across MARK
+      {B("\x80\x02K\x01t."), "MARK missing"},       // TUPLE without MARK
+      {B("\x80\x02(K\x01"
+         "e."),
+       "no list below the MARK"},                       // APPENDS
+      {B("\x80\x02}(K\x01u."), "odd number"},           // SETITEMS
+      {B("\x80\x02]K\x01K\x02s."), "expected a dict"},  // SETITEM on a list
+      {B("\x80\x02}K\x01"
+         "a."),
+       "expected a list"},                     // APPEND to a dict
+      {B("\x80\x02}]K\x01s."), "unhashable"},  // list as a key
+      {B("\x80\x02."), "stack underflow"},     // STOP, empty
+      {B("\x80\x02(."), "stack underflow"},    // STOP above MARK
+      {B("\x80\x02"
+         "0."),
+       "MARK missing"},  // POP, empty
+      {B("\x80\x02"
+         "1."),
+       "MARK missing"},                              // POP_MARK
+      {B("\x80\x02K\x01\x87."), "stack underflow"},  // TUPLE3 of one
+      {B("\x80\x02"
+         "2."),
+       "stack underflow"},      // DUP, empty
+      {B(""), "byte 0"},        // nothing at all
+      {B("N"), "before STOP"},  // no STOP
   };
   for (const Case& c : cases) {
     std::string msg = parse_error(c.bytes);
@@ -478,7 +491,9 @@ TEST(PickleHostile, EverySingleByteMutationIsSafe) {
 TEST(PickleFastPaths, RunsOfMemoGetsReportTheRightOpcode) {
   // A run of GETs (the frames fast path) with a bad index in the middle: the error names that
   // GET's own offset. EMPTY_LIST MEMOIZE MARK BINGET 0 BINGET 0 LONG_BINGET 9 ...
-  std::string bytes = B("\x80\x04]\x94(h\x00h\x00j\x09\x00\x00\x00h\x00" "e.");
+  std::string bytes =
+      B("\x80\x04]\x94(h\x00h\x00j\x09\x00\x00\x00h\x00"
+        "e.");
   std::string msg = parse_error(bytes);
   EXPECT_NE(msg.find("pickle byte 9: opcode LONG_BINGET"), std::string::npos) << msg;
   EXPECT_NE(msg.find("memo index 9"), std::string::npos) << msg;
@@ -487,7 +502,9 @@ TEST(PickleFastPaths, RunsOfMemoGetsReportTheRightOpcode) {
   EXPECT_NE(msg.find("pickle byte 9: opcode LONG_BINGET"), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
   // A valid run builds the list.
-  std::string ok = B("\x80\x04]\x94(h\x00h\x00j\x00\x00\x00\x00" "e.");
+  std::string ok =
+      B("\x80\x04]\x94(h\x00h\x00j\x00\x00\x00\x00"
+        "e.");
   PickleDocument doc(ok, "g.pickle");
   ASSERT_EQ(doc.root().items().size(), 3u);
   EXPECT_EQ(doc.root().items()[2].list, doc.root().list);
@@ -506,12 +523,12 @@ TEST(PickleFastPaths, RepeatedGetRunsDecodeLikeNewOnes) {
   };
   auto list = [](const std::string& run) { return "]\x94(" + run + "e"; };
   const std::string run16 = gets({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
-  bytes += list(run16);                                                      // A: ints 0..15
-  bytes += list(run16);                                                      // B: the same bytes
-  bytes += list(run16 + gets({17}));                                         // C: one GET more
-  bytes += list(run16.substr(0, 30) + gets({20}));                           // D: last GET differs
+  bytes += list(run16);                             // A: ints 0..15
+  bytes += list(run16);                             // B: the same bytes
+  bytes += list(run16 + gets({17}));                // C: one GET more
+  bytes += list(run16.substr(0, 30) + gets({20}));  // D: last GET differs
   bytes += list(run16.substr(0, 8) + std::string("j\x13\x00\x00\x00", 5) + run16.substr(8));
-  bytes += "e.";                                                             // E: a LONG_BINGET
+  bytes += "e.";  // E: a LONG_BINGET
   PickleDocument doc(bytes, "runs.pickle");
   const auto items = doc.root().items();
   ASSERT_EQ(items.size(), 25u);
@@ -536,8 +553,7 @@ TEST(PickleFastPaths, RepeatedGetRunsDecodeLikeNewOnes) {
   // Without the ints, the run names unset slots: memo holds only the outer list (0) and the new
   // list (1), so the second GET (byte 10) fails, and the failed run is not remembered.
   std::string bad = B("\x80\x04]\x94(") + list(run16) + list(run16) + "e.";
-  EXPECT_NE(parse_error(bad).find("pickle byte 10: opcode BINGET (0x68): memo index 2 was never"),
-            std::string::npos)
+  EXPECT_NE(parse_error(bad).find("pickle byte 10: opcode BINGET (0x68): memo index 2 was never"), std::string::npos)
       << parse_error(bad);
 }
 
@@ -606,8 +622,7 @@ TEST(PickleFastPaths, ManyDistinctRunsSeenInTurnEachDecodeAsTheirOwn) {
   for (std::size_t i = 0; i < order.size(); ++i) {
     const auto got = items[40 + i].items();
     ASSERT_EQ(got.size(), static_cast<std::size_t>(kGets)) << "list " << i;
-    for (int g = 0; g < kGets; ++g)
-      ASSERT_EQ(got[g].integer, runs[order[i]][g] - 1) << "list " << i << " item " << g;
+    for (int g = 0; g < kGets; ++g) ASSERT_EQ(got[g].integer, runs[order[i]][g] - 1) << "list " << i << " item " << g;
   }
 }
 
@@ -657,8 +672,8 @@ TEST(PickleFastPaths, FlatDictsReadLikeAnyOther) {
 
   // [x, x] with x = {'j': 2, 'k': 1.5}: after giving up on x, the memo slot of x must hold the
   // dict the checked path builds (BINGET 1 is the second item), not the fast path's.
-  const std::string shared = from_hex(
-      "8004951e000000000000005d94287d94288c016a944b028c016b94473ff8000000000000756801652e");
+  const std::string shared =
+      from_hex("8004951e000000000000005d94287d94288c016a944b028c016b94473ff8000000000000756801652e");
   PickleDocument doc3(shared, "shared.pickle");
   ASSERT_EQ(doc3.root().items().size(), 2u);
   EXPECT_EQ(doc3.root().items()[1].kind, Kind::Dict);
@@ -671,10 +686,15 @@ TEST(PickleFastPaths, ARunOfFlatDictsWithOneThatIsNot) {
   // in a row are taken in one go, d2 is left to the checked path with its memo slots undone, and
   // d3 after it is taken again. Memo: 0 list, 1 d1, 2 'a', 3 d2, 4 'b', 5 s, 6 d3; the last item
   // is BINGET 5. 32 bytes after STOP keep every dict clear of the input's end.
-  const std::string bytes =
-      B("\x80\x04]\x94(") + B("}\x94(\x8c\x01" "a\x94K\x01u") +
-      B("}\x94(h\x02G?\xf8\x00\x00\x00\x00\x00\x00\x8c\x01" "b\x94\x8c\x03new\x94u") +
-      B("}\x94(h\x02K\x03u") + B("h\x05" "e.") + std::string(32, '.');
+  const std::string bytes = B("\x80\x04]\x94(") +
+                            B("}\x94(\x8c\x01"
+                              "a\x94K\x01u") +
+                            B("}\x94(h\x02G?\xf8\x00\x00\x00\x00\x00\x00\x8c\x01"
+                              "b\x94\x8c\x03new\x94u") +
+                            B("}\x94(h\x02K\x03u") +
+                            B("h\x05"
+                              "e.") +
+                            std::string(32, '.');
   PickleDocument doc(bytes, "run.pickle");
   const auto items = doc.root().items();
   ASSERT_EQ(items.size(), 4u);
@@ -710,7 +730,10 @@ TEST(PickleFastPaths, Long1AtTheEndOfTheInputAndNegatives) {
 TEST(PickleFastPaths, MemoizeAfterASparsePut) {
   // PUT 3 first: Python's MEMOIZE then stores at len(memo) = 1, not at 4.
   // NONE BINPUT 3 POP, BININT1 7 MEMOIZE POP, BINGET 1 STOP -> 7
-  std::string bytes = B("\x80\x04Nq\x03" "0K\x07\x94" "0h\x01.");
+  std::string bytes =
+      B("\x80\x04Nq\x03"
+        "0K\x07\x94"
+        "0h\x01.");
   PickleDocument doc(bytes, "m.pickle");
   EXPECT_EQ(doc.root().integer, 7);
 }

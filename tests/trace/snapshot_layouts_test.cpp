@@ -53,8 +53,7 @@ Py block(int i, BlockStyle style) {
   if (style == BlockStyle::Requested) {
     d.emplace_back("frames", kFrames);
   } else {
-    d.emplace_back("history",
-                   PyList{PyDict{{"addr", kAddrs[i]}, {"real_size", kRequested[i]}}});
+    d.emplace_back("history", PyList{PyDict{{"addr", kAddrs[i]}, {"real_size", kRequested[i]}}});
   }
   return d;
 }
@@ -116,10 +115,8 @@ void expect_described_state(const Trace& t, bool with_trace) {
   ASSERT_EQ(t.initial.segments.size(), 1u);
   EXPECT_EQ(t.initial.segments[0], (InitialSegment{kBase, kSegSize, 0, false, false}));
   ASSERT_EQ(t.initial.allocations.size(), 2u);
-  EXPECT_EQ(t.initial.allocations[0],
-            (InitialAllocation{1, kAddrs[0], kRequested[0], kSizes[0], 0, false}));
-  EXPECT_EQ(t.initial.allocations[1],
-            (InitialAllocation{2, kAddrs[2], kRequested[2], kSizes[2], 0, false}));
+  EXPECT_EQ(t.initial.allocations[0], (InitialAllocation{1, kAddrs[0], kRequested[0], kSizes[0], 0, false}));
+  EXPECT_EQ(t.initial.allocations[1], (InitialAllocation{2, kAddrs[2], kRequested[2], kSizes[2], 0, false}));
   if (!with_trace) {
     EXPECT_TRUE(t.events.empty());
     EXPECT_EQ(t.source_entries, 0u);
@@ -151,8 +148,8 @@ TEST(SnapshotLayout, DictOfSegmentsAndTracesFrom113And20) {
   // time_us; blocks carry history; no allocator_settings.
   std::vector<PyDict> trace = entries();
   for (PyDict& e : trace) e.emplace_back("frames", kFrames);
-  Py snap = PyDict{{"segments", PyList{old_segment(blocks(BlockStyle::History))}},
-                   {"device_traces", PyList{as_list(trace)}}};
+  Py snap =
+      PyDict{{"segments", PyList{old_segment(blocks(BlockStyle::History))}}, {"device_traces", PyList{as_list(trace)}}};
   for (int protocol : {2, 4}) {
     SCOPED_TRACE(protocol);
     Trace t = parse(snap, protocol);
@@ -184,15 +181,11 @@ TEST(SnapshotLayout, SettingsAndTimesFrom23) {
   }
   PyDict roundup;
   for (int k = 1; k <= 32768; k *= 2) roundup.emplace_back(std::to_string(k), 0);
-  PyDict settings{{"PYTORCH_CUDA_ALLOC_CONF", ""},
-                  {"max_split_size", -1},
-                  {"garbage_collection_threshold", 0.0},
-                  {"expandable_segments", false},
-                  {"release_lock_on_cudamalloc", false},
-                  {"roundup_power2_divisions", roundup}};
-  Py snap = PyDict{{"segments", PyList{new_segment()}},
-                   {"device_traces", PyList{as_list(trace)}},
-                   {"allocator_settings", settings}};
+  PyDict settings{{"PYTORCH_CUDA_ALLOC_CONF", ""},       {"max_split_size", -1},
+                  {"garbage_collection_threshold", 0.0}, {"expandable_segments", false},
+                  {"release_lock_on_cudamalloc", false}, {"roundup_power2_divisions", roundup}};
+  Py snap = PyDict{
+      {"segments", PyList{new_segment()}}, {"device_traces", PyList{as_list(trace)}}, {"allocator_settings", settings}};
   for (int protocol : {2, 4, 5}) {
     SCOPED_TRACE(protocol);
     Trace t = parse(snap, protocol);
@@ -233,8 +226,7 @@ TEST(SnapshotLayout, BlocksWithoutAddressThatDoNotTileAreErrors) {
   // Sizes adding up to less than total_size: the addresses cannot be known.
   PyList short_blocks = blocks(BlockStyle::HistoryNoAddress);
   short_blocks.pop_back();
-  std::string msg =
-      parse_error(PyDict{{"segments", PyList{old_segment(short_blocks)}}, {"device_traces", PyList{}}});
+  std::string msg = parse_error(PyDict{{"segments", PyList{old_segment(short_blocks)}}, {"device_traces", PyList{}}});
   EXPECT_NE(msg.find("layout.pickle: segments[0]: its blocks have no 'address' and do not tile "
                      "it: they cover 10485760 of its total_size 20971520 bytes"),
             std::string::npos)

@@ -21,11 +21,11 @@
 namespace fraglab {
 namespace {
 
+using testing::PickleWriter;
 using testing::Py;
 using testing::PyDict;
 using testing::PyList;
 using testing::PyTuple;
-using testing::PickleWriter;
 
 // ---- snapshot builders (cca-spec §11.3-§11.5) ------------------------------------------------
 
@@ -42,12 +42,12 @@ Py entry(const char* action, std::uint64_t addr, std::uint64_t size, std::uint64
 }
 
 Py block(std::uint64_t addr, std::uint64_t size, std::uint64_t requested, const char* state) {
-  return PyDict{{"address", addr}, {"size", size}, {"requested_size", requested},
-                {"state", state}, {"frames", PyList{}}};
+  return PyDict{
+      {"address", addr}, {"size", size}, {"requested_size", requested}, {"state", state}, {"frames", PyList{}}};
 }
 
-Py segment(std::uint64_t device, std::uint64_t addr, std::uint64_t total, std::uint64_t stream,
-           const char* type, PyList blocks, bool expandable = false) {
+Py segment(std::uint64_t device, std::uint64_t addr, std::uint64_t total, std::uint64_t stream, const char* type,
+           PyList blocks, bool expandable = false) {
   return PyDict{{"device", device},
                 {"address", addr},
                 {"total_size", total},
@@ -65,12 +65,9 @@ Py segment(std::uint64_t device, std::uint64_t addr, std::uint64_t total, std::u
 PyDict default_settings() {
   PyDict roundup;
   for (int k = 1; k <= 32768; k *= 2) roundup.emplace_back(std::to_string(k), 0);
-  return PyDict{{"PYTORCH_CUDA_ALLOC_CONF", ""},
-                {"max_split_size", -1},
-                {"garbage_collection_threshold", 0.0},
-                {"expandable_segments", false},
-                {"release_lock_on_cudamalloc", false},
-                {"roundup_power2_divisions", roundup}};
+  return PyDict{{"PYTORCH_CUDA_ALLOC_CONF", ""},       {"max_split_size", -1},
+                {"garbage_collection_threshold", 0.0}, {"expandable_segments", false},
+                {"release_lock_on_cudamalloc", false}, {"roundup_power2_divisions", roundup}};
 }
 
 Py snapshot(PyList segments, std::vector<PyList> traces, bool with_settings = true) {
@@ -116,16 +113,15 @@ struct RealFile {
   bool has_settings, has_time;
 };
 const RealFile kRealFiles[] = {
-    {"finetune-step-oldformat.pickle", 10307, 1400897536, 6471811072, 6471811072, 152, 0, 3505,
-     3325, 622, false, false},
-    {"gpt2medium-ctx128-train-cutoff.pickle", 19136, 7235174400, 7235174400, 7235174400, 0, 0,
-     6526, 6305, 438 + 226, true, true},
-    {"lm-forward-bf16-nosegments.pickle", 2811, 861929472, 861929472, 861929472, 0, 0, 937, 937,
-     137, true, true},
-    {"lm2.7b-ctx128-fullstep.pickle", 19342, 13763608576, 61111009280, 61111009280, 783, 0, 6771,
-     5894, 324, true, true},
-    {"lm2.7b-ctx512-forward-bf16.pickle", 6765, 28848422912, 40514879488, 40514879488, 638, 597,
-     2702, 1414, 325, true, true},
+    {"finetune-step-oldformat.pickle", 10307, 1400897536, 6471811072, 6471811072, 152, 0, 3505, 3325, 622, false,
+     false},
+    {"gpt2medium-ctx128-train-cutoff.pickle", 19136, 7235174400, 7235174400, 7235174400, 0, 0, 6526, 6305, 438 + 226,
+     true, true},
+    {"lm-forward-bf16-nosegments.pickle", 2811, 861929472, 861929472, 861929472, 0, 0, 937, 937, 137, true, true},
+    {"lm2.7b-ctx128-fullstep.pickle", 19342, 13763608576, 61111009280, 61111009280, 783, 0, 6771, 5894, 324, true,
+     true},
+    {"lm2.7b-ctx512-forward-bf16.pickle", 6765, 28848422912, 40514879488, 40514879488, 638, 597, 2702, 1414, 325, true,
+     true},
     {"tiny-segments.pickle", 97, 0, 3781165056, 3781165056, 9, 0, 36, 26, 0, true, true},
 };
 
@@ -237,16 +233,14 @@ TEST(SnapshotHandBuilt, FreeWithoutAllocIsAnInitialAllocation) {
       {segment(0, kBase, 2 * MiB, 0, "small",
                {block(a, 4096, 100, "inactive"), block(b, 4096, 200, "inactive"),
                 block(c, 2 * MiB - 8192, 300, "active_allocated")})},
-      {{entry("free_requested", b, 200, 0, 10), entry("free_completed", b, 200, 0, 11),
-        entry("alloc", c, 300, 0, 12),
+      {{entry("free_requested", b, 200, 0, 10), entry("free_completed", b, 200, 0, 11), entry("alloc", c, 300, 0, 12),
         entry("free_completed", a, 100, 0, 13)}});  // a: freed before, completing now
   for (int protocol : {2, 4, 5}) {
     SCOPED_TRACE(protocol);
     Trace t = parse(snap, protocol);
     ASSERT_EQ(t.initial.allocations.size(), 2u);
     // Address order: a (id 1), b (id 2); the trace's alloc gets id 3.
-    EXPECT_EQ(t.initial.allocations[0],
-              (InitialAllocation{1, a, 100, 0, 0, true}));  // pending at start
+    EXPECT_EQ(t.initial.allocations[0], (InitialAllocation{1, a, 100, 0, 0, true}));  // pending at start
     EXPECT_EQ(t.initial.allocations[1], (InitialAllocation{2, b, 200, 0, 0, false}));
     ASSERT_EQ(t.events.size(), 3u);
     EXPECT_EQ(t.events[0].op, Op::Free);
@@ -271,13 +265,12 @@ TEST(SnapshotHandBuilt, FreeWithoutAllocIsAnInitialAllocation) {
 
 TEST(SnapshotHandBuilt, PendingFreeBlockAtStart) {
   const std::uint64_t seg = kBase, p = seg, q = seg + 4 * MiB, r = seg + 8 * MiB;
-  Py snap = snapshot({segment(0, seg, 20 * MiB, 7, "large",
-                              {block(p, 4 * MiB, 4000000, "active_pending_free"),
-                               block(q, 4 * MiB, 3000000, "active_pending_free"),
-                               block(r, 12 * MiB, 5000000, "active_allocated")})},
-                     {{entry("alloc", q, 3000000, 7), entry("free_requested", q, 3000000, 7),
-                       entry("alloc", 0x1000, 10, 7), entry("free_requested", 0x1000, 10, 7),
-                       entry("free_completed", 0x1000, 10, 7)}});
+  Py snap = snapshot(
+      {segment(0, seg, 20 * MiB, 7, "large",
+               {block(p, 4 * MiB, 4000000, "active_pending_free"), block(q, 4 * MiB, 3000000, "active_pending_free"),
+                block(r, 12 * MiB, 5000000, "active_allocated")})},
+      {{entry("alloc", q, 3000000, 7), entry("free_requested", q, 3000000, 7), entry("alloc", 0x1000, 10, 7),
+        entry("free_requested", 0x1000, 10, 7), entry("free_completed", 0x1000, 10, 7)}});
   Trace t = parse(snap);
   // p: pending for the whole trace, never touched: from the snapshot, with its block size.
   // q: allocated in the trace and still pending at the end: no initial allocation.
@@ -296,9 +289,9 @@ TEST(SnapshotHandBuilt, PendingFreeBlockAtStart) {
 
 TEST(SnapshotHandBuilt, SegmentFreeOfASegmentNeverSeenAllocated) {
   // A ring buffer cut: the trace frees segments it never saw allocated (cca-spec §11.6).
-  Py snap = snapshot({segment(0, kBase + 100 * MiB, 20 * MiB, 0, "large", {})},
-                     {{entry("segment_free", kBase, 2 * MiB, 3),
-                       entry("segment_free", kBase + 20 * MiB, 40 * MiB, 3)}});
+  Py snap =
+      snapshot({segment(0, kBase + 100 * MiB, 20 * MiB, 0, "large", {})},
+               {{entry("segment_free", kBase, 2 * MiB, 3), entry("segment_free", kBase + 20 * MiB, 40 * MiB, 3)}});
   Trace t = parse(snap);
   ASSERT_EQ(t.initial.segments.size(), 3u);
   EXPECT_EQ(t.initial.segments[0], (InitialSegment{kBase, 2 * MiB, 3, true, false}));
@@ -306,20 +299,18 @@ TEST(SnapshotHandBuilt, SegmentFreeOfASegmentNeverSeenAllocated) {
   EXPECT_EQ(t.initial.segments[2], (InitialSegment{kBase + 100 * MiB, 20 * MiB, 0, false, false}));
   EXPECT_EQ(t.initial.reserved_bytes(), 62 * MiB);
   ASSERT_EQ(t.events.size(), 2u);
-  EXPECT_EQ(t.events[1], (Event{Op::SegmentFree, true, false, 0, kNoString, 0, 40 * MiB, 3,
-                                kBase + 20 * MiB, 0}));
+  EXPECT_EQ(t.events[1], (Event{Op::SegmentFree, true, false, 0, kNoString, 0, 40 * MiB, 3, kBase + 20 * MiB, 0}));
 }
 
 TEST(SnapshotHandBuilt, EmptyCacheBurstThenRegrowth) {
   // Start: segments S1, S2, S3. empty_cache frees all three, then S1's address is reused by a new
   // 60 MiB segment and a fourth appears. End: the two new ones.
-  const std::uint64_t s1 = kBase, s2 = kBase + 20 * MiB, s3 = kBase + 40 * MiB,
-                      s4 = kBase + 200 * MiB;
-  Py snap = snapshot({segment(0, s1, 60 * MiB, 0, "large", {block(s1, 60 * MiB, 1, "inactive")}),
-                      segment(0, s4, 2 * MiB, 0, "small", {block(s4, 2 * MiB, 1, "inactive")})},
-                     {{entry("segment_free", s1, 20 * MiB), entry("segment_free", s2, 20 * MiB),
-                       entry("segment_free", s3, 2 * MiB), entry("segment_alloc", s1, 60 * MiB),
-                       entry("segment_alloc", s4, 2 * MiB)}});
+  const std::uint64_t s1 = kBase, s2 = kBase + 20 * MiB, s3 = kBase + 40 * MiB, s4 = kBase + 200 * MiB;
+  Py snap = snapshot(
+      {segment(0, s1, 60 * MiB, 0, "large", {block(s1, 60 * MiB, 1, "inactive")}),
+       segment(0, s4, 2 * MiB, 0, "small", {block(s4, 2 * MiB, 1, "inactive")})},
+      {{entry("segment_free", s1, 20 * MiB), entry("segment_free", s2, 20 * MiB), entry("segment_free", s3, 2 * MiB),
+        entry("segment_alloc", s1, 60 * MiB), entry("segment_alloc", s4, 2 * MiB)}});
   Trace t = parse(snap);
   ASSERT_EQ(t.initial.segments.size(), 3u);
   EXPECT_EQ(t.initial.segments[0], (InitialSegment{s1, 20 * MiB, 0, false, false}));
@@ -335,13 +326,11 @@ TEST(SnapshotHandBuilt, ExpandableSegmentMapAndUnmapAreUndone) {
   //        unmap P (2 MiB).
   // End: runs [X+20, X+80) and [X+100, X+120).
   const std::uint64_t x = kBase, p = kBase + 500 * MiB;
-  Py snap = snapshot(
-      {segment(0, x + 20 * MiB, 60 * MiB, 5, "large", {block(x + 20 * MiB, 60 * MiB, 1, "inactive")},
-               true),
-       segment(0, x + 100 * MiB, 20 * MiB, 5, "large",
-               {block(x + 100 * MiB, 20 * MiB, 1, "inactive")}, true)},
-      {{entry("segment_map", x + 40 * MiB, 20 * MiB, 5), entry("segment_unmap", x, 20 * MiB, 5),
-        entry("segment_map", x + 100 * MiB, 20 * MiB, 5), entry("segment_unmap", p, 2 * MiB, 5)}});
+  Py snap =
+      snapshot({segment(0, x + 20 * MiB, 60 * MiB, 5, "large", {block(x + 20 * MiB, 60 * MiB, 1, "inactive")}, true),
+                segment(0, x + 100 * MiB, 20 * MiB, 5, "large", {block(x + 100 * MiB, 20 * MiB, 1, "inactive")}, true)},
+               {{entry("segment_map", x + 40 * MiB, 20 * MiB, 5), entry("segment_unmap", x, 20 * MiB, 5),
+                 entry("segment_map", x + 100 * MiB, 20 * MiB, 5), entry("segment_unmap", p, 2 * MiB, 5)}});
   for (int protocol : {2, 4}) {
     Trace t = parse(snap, protocol);
     ASSERT_EQ(t.initial.segments.size(), 3u);
@@ -357,14 +346,13 @@ TEST(SnapshotHandBuilt, ExpandableSegmentMapAndUnmapAreUndone) {
 }
 
 TEST(SnapshotHandBuilt, TwoDevicesNeedAnIndex) {
-  Py snap = snapshot({segment(0, kBase, 2 * MiB, 0, "small", {}),
-                      segment(1, kBase + GiB, 20 * MiB, 0, "large",
-                              {block(kBase + GiB, 20 * MiB, 1000, "active_allocated")}),
-                      segment(1, kBase + 2 * GiB, 20 * MiB, 0, "large", {})},
-                     {{entry("alloc", kBase, 512, 0), entry("free_requested", kBase, 512, 0),
-                       entry("free_completed", kBase, 512, 0)},
-                      {entry("segment_alloc", kBase + 2 * GiB, 20 * MiB, 0)},
-                      {}});
+  Py snap = snapshot(
+      {segment(0, kBase, 2 * MiB, 0, "small", {}),
+       segment(1, kBase + GiB, 20 * MiB, 0, "large", {block(kBase + GiB, 20 * MiB, 1000, "active_allocated")}),
+       segment(1, kBase + 2 * GiB, 20 * MiB, 0, "large", {})},
+      {{entry("alloc", kBase, 512, 0), entry("free_requested", kBase, 512, 0), entry("free_completed", kBase, 512, 0)},
+       {entry("segment_alloc", kBase + 2 * GiB, 20 * MiB, 0)},
+       {}});
   std::string msg = parse_error(snap);
   EXPECT_NE(msg.find("hand-built.pickle"), std::string::npos) << msg;
   EXPECT_NE(msg.find("several devices (0, 1)"), std::string::npos) << msg;
@@ -393,13 +381,16 @@ TEST(SnapshotHandBuilt, OldHistoryLayout) {
                    {"size", 1 * MiB},
                    {"state", "active_allocated"},
                    {"history", PyList{PyDict{{"addr", kBase}, {"real_size", 1000}, {"frames", kFrames}},
-                                      PyDict{{"addr", kBase}, {"real_size", 999000},
-                                             {"frames", kFrames}}}}};
-  PyDict old_segment{{"device", 0},       {"address", kBase},       {"total_size", 2 * MiB},
-                     {"allocated_size", 1 * MiB}, {"active_size", 1 * MiB}, {"stream", 0},
-                     {"segment_type", "small"},   {"blocks", PyList{old_block}}};
-  PyDict old_entry{{"action", "alloc"}, {"addr", kBase + MiB}, {"size", 4}, {"stream", 0},
-                   {"frames", kFrames}};
+                                      PyDict{{"addr", kBase}, {"real_size", 999000}, {"frames", kFrames}}}}};
+  PyDict old_segment{{"device", 0},
+                     {"address", kBase},
+                     {"total_size", 2 * MiB},
+                     {"allocated_size", 1 * MiB},
+                     {"active_size", 1 * MiB},
+                     {"stream", 0},
+                     {"segment_type", "small"},
+                     {"blocks", PyList{old_block}}};
+  PyDict old_entry{{"action", "alloc"}, {"addr", kBase + MiB}, {"size", 4}, {"stream", 0}, {"frames", kFrames}};
   Py snap = snapshot({old_segment}, {{old_entry}}, /*with_settings=*/false);
   for (int protocol : {2, 4}) {
     Trace t = parse(snap, protocol);
@@ -414,26 +405,23 @@ TEST(SnapshotHandBuilt, OldHistoryLayout) {
 
 TEST(SnapshotHandBuilt, NewerKeysAreIgnored) {
   // host_segments / host_traces (pinned memory), user_metadata, annotations: no effect.
-  Py base = snapshot({segment(0, kBase, 20 * MiB, 0, "large", {})},
-                     {{entry("segment_alloc", kBase, 20 * MiB)}});
+  Py base = snapshot({segment(0, kBase, 20 * MiB, 0, "large", {})}, {{entry("segment_alloc", kBase, 20 * MiB)}});
   PyDict snap = std::get<PyDict>(base.v);
   snap.emplace_back("host_segments", PyList{PyDict{{"address", 1}}});
   snap.emplace_back("host_traces", PyList{PyList{}});
   snap.emplace_back("external_annotations",
-                    PyList{PyDict{{"stage", "START"}, {"name", "x"}, {"device", 0},
-                                  {"time_us", 5}}});
+                    PyList{PyDict{{"stage", "START"}, {"name", "x"}, {"device", 0}, {"time_us", 5}}});
   Trace t = parse(Py(snap));
   ASSERT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.events[0].op, Op::SegmentAlloc);
 }
 
 TEST(SnapshotHandBuilt, SkippedEntriesAndOom) {
-  PyDict oom{{"action", "oom"}, {"device_free", 123456}, {"size", 40 * MiB}, {"stream", 9},
-             {"frames", PyList{}}};
+  PyDict oom{{"action", "oom"}, {"device_free", 123456}, {"size", 40 * MiB}, {"stream", 9}, {"frames", PyList{}}};
   PyDict annotate{{"action", "annotate"}, {"addr", kBase}, {"frames", PyList{}}};
   Py snap = snapshot({segment(0, kBase, 20 * MiB, 9, "large", {})},
-                     {{entry("snapshot", 0, 77), entry("user_defined", 0, 0), Py(annotate),
-                           Py(oom), entry("segment_alloc", kBase, 20 * MiB, 9)}});
+                     {{entry("snapshot", 0, 77), entry("user_defined", 0, 0), Py(annotate), Py(oom),
+                       entry("segment_alloc", kBase, 20 * MiB, 9)}});
   Trace t = parse(snap);
   EXPECT_EQ(t.source_entries, 5u);
   ASSERT_EQ(t.events.size(), 2u);
@@ -445,11 +433,10 @@ TEST(SnapshotHandBuilt, SkippedEntriesAndOom) {
 }
 
 TEST(SnapshotHandBuilt, SeparatedFreeRequestIsNotJoined) {
-  Py snap = snapshot({}, {{entry("alloc", kBase, 512, 1), entry("free_requested", kBase, 512, 1),
-                           entry("alloc", kBase + 512, 512, 1),
-                           entry("free_completed", kBase, 512, 1),
-                           entry("free_requested", kBase + 512, 512, 1),
-                           entry("free_completed", kBase + 512, 512, 1)}});
+  Py snap =
+      snapshot({}, {{entry("alloc", kBase, 512, 1), entry("free_requested", kBase, 512, 1),
+                     entry("alloc", kBase + 512, 512, 1), entry("free_completed", kBase, 512, 1),
+                     entry("free_requested", kBase + 512, 512, 1), entry("free_completed", kBase + 512, 512, 1)}});
   Trace t = parse(snap);
   ASSERT_EQ(t.events.size(), 5u);
   EXPECT_EQ(t.events[1].op, Op::FreeRequested);
@@ -490,14 +477,13 @@ TEST(SnapshotHandBuilt, AllocatorSettingsBecomeAnAllocConf) {
 }
 
 TEST(SnapshotHandBuilt, ProtocolsGiveTheSameTrace) {
-  Py snap = snapshot({segment(0, kBase, 20 * MiB, 0, "large",
-                              {block(kBase, 10 * MiB, 10 * MiB - 5, "active_allocated"),
-                               block(kBase + 10 * MiB, 10 * MiB, 0, "inactive")})},
-                     {{entry("segment_alloc", kBase, 20 * MiB, 0, 1),
-                       entry("alloc", kBase + 10 * MiB, 4000, 0, 2),
-                       entry("free_requested", kBase + 10 * MiB, 4000, 0, 3),
-                       entry("free_completed", kBase + 10 * MiB, 4000, 0, 4),
-                       entry("alloc", kBase, 10 * MiB - 5, 0, 5)}});
+  Py snap =
+      snapshot({segment(0, kBase, 20 * MiB, 0, "large",
+                        {block(kBase, 10 * MiB, 10 * MiB - 5, "active_allocated"),
+                         block(kBase + 10 * MiB, 10 * MiB, 0, "inactive")})},
+               {{entry("segment_alloc", kBase, 20 * MiB, 0, 1), entry("alloc", kBase + 10 * MiB, 4000, 0, 2),
+                 entry("free_requested", kBase + 10 * MiB, 4000, 0, 3),
+                 entry("free_completed", kBase + 10 * MiB, 4000, 0, 4), entry("alloc", kBase, 10 * MiB - 5, 0, 5)}});
   Trace p2 = parse(snap, 2), p4 = parse(snap, 4), p5 = parse(snap, 5);
   EXPECT_EQ(p2, p4);
   EXPECT_EQ(p4, p5);
@@ -532,8 +518,7 @@ TEST(SnapshotBroken, MissingKeysAndWrongTypes) {
   PyDict str_size{{"action", "alloc"}, {"addr", kBase}, {"size", "big"}, {"stream", 0}};
   msg = parse_error(snapshot({}, {{Py(str_size)}}));
   EXPECT_NE(msg.find("entry 0"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("key 'size': expected a non-negative int, got str"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("key 'size': expected a non-negative int, got str"), std::string::npos) << msg;
 
   PyDict no_action{{"addr", kBase}};
   msg = parse_error(snapshot({}, {{Py(no_action)}}));
@@ -552,11 +537,9 @@ TEST(SnapshotBroken, MissingKeysAndWrongTypes) {
       << msg;
   EXPECT_NE(msg.find("got int"), std::string::npos) << msg;
 
-  Py bad_state = snapshot(
-      {segment(0, kBase, 2 * MiB, 0, "small", {block(kBase, 2 * MiB, 1, "haunted")})}, {{}});
+  Py bad_state = snapshot({segment(0, kBase, 2 * MiB, 0, "small", {block(kBase, 2 * MiB, 1, "haunted")})}, {{}});
   msg = parse_error(bad_state);
-  EXPECT_NE(msg.find("segments[0] block 0: unknown block state 'haunted'"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("segments[0] block 0: unknown block state 'haunted'"), std::string::npos) << msg;
 
   PyDict seg = std::get<PyDict>(segment(0, kBase, 2 * MiB, 0, "small", {}).v);
   seg.erase(seg.begin() + 2);  // total_size
@@ -574,30 +557,24 @@ TEST(SnapshotBroken, InconsistentSnapshotAndTrace) {
   EXPECT_NE(msg.find("cannot be undone"), std::string::npos) << msg;
   // An alloc at an address still allocated.
   msg = parse_error(snapshot({}, {{entry("alloc", kBase, 8), entry("alloc", kBase, 8)}}));
-  EXPECT_NE(msg.find("entry 1: alloc at 0x7f0000000000, which is still allocated"),
-            std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("entry 1: alloc at 0x7f0000000000, which is still allocated"), std::string::npos) << msg;
   // A block active at the end at an address the trace freed and never re-allocated.
-  msg = parse_error(snapshot(
-      {segment(0, kBase, 2 * MiB, 0, "small", {block(kBase, 2 * MiB, 8, "active_allocated")})},
-      {{entry("alloc", kBase, 8), entry("free_requested", kBase, 8),
-        entry("free_completed", kBase, 8)}}));
+  msg = parse_error(
+      snapshot({segment(0, kBase, 2 * MiB, 0, "small", {block(kBase, 2 * MiB, 8, "active_allocated")})},
+               {{entry("alloc", kBase, 8), entry("free_requested", kBase, 8), entry("free_completed", kBase, 8)}}));
   EXPECT_NE(msg.find("snapshot and trace disagree"), std::string::npos) << msg;
   // A double free is caught by validate_trace.
   msg = parse_error(snapshot({}, {{entry("alloc", kBase, 8), entry("free_requested", kBase, 8),
-                                   entry("free_requested", kBase, 8),
-                                   entry("free_completed", kBase, 8)}}));
+                                   entry("free_requested", kBase, 8), entry("free_completed", kBase, 8)}}));
   EXPECT_FALSE(msg.empty());
 }
 
 TEST(SnapshotBroken, ImpossibleSizesAndRanges) {
   // Segment arithmetic must never wrap: absurd sizes and ranges past 2^64 are errors.
-  std::string msg = parse_error(
-      snapshot({segment(0, kBase, 20 * MiB, 0, "large", {})},
-               {{entry("segment_free", kBase + GiB, std::uint64_t{1} << 62)}}));
+  std::string msg = parse_error(snapshot({segment(0, kBase, 20 * MiB, 0, "large", {})},
+                                         {{entry("segment_free", kBase + GiB, std::uint64_t{1} << 62)}}));
   EXPECT_NE(msg.find("entry 0: impossible segment range"), std::string::npos) << msg;
-  msg = parse_error(snapshot({segment(0, ~std::uint64_t{0} - 4095, 20 * MiB, 0, "large", {})},
-                             {{}}));
+  msg = parse_error(snapshot({segment(0, ~std::uint64_t{0} - 4095, 20 * MiB, 0, "large", {})}, {{}}));
   EXPECT_NE(msg.find("segments[0]: impossible segment"), std::string::npos) << msg;
   // An allocation of an exabyte is caught by validate_trace.
   msg = parse_error(snapshot({}, {{entry("alloc", kBase, std::uint64_t{1} << 61)}}));
@@ -606,15 +583,15 @@ TEST(SnapshotBroken, ImpossibleSizesAndRanges) {
 
 TEST(SnapshotBroken, AllocationOutsideEverySegment) {
   // A block active at the end in a segment the trace allocated, but never allocated itself.
-  std::string msg = parse_error(snapshot(
-      {segment(0, kBase, 20 * MiB, 0, "large", {block(kBase, 20 * MiB, 8, "active_allocated")})},
-      {{entry("segment_alloc", kBase, 20 * MiB)}}));
+  std::string msg =
+      parse_error(snapshot({segment(0, kBase, 20 * MiB, 0, "large", {block(kBase, 20 * MiB, 8, "active_allocated")})},
+                           {{entry("segment_alloc", kBase, 20 * MiB)}}));
   EXPECT_NE(msg.find("lies in no segment that exists at trace start"), std::string::npos) << msg;
 }
 
 TEST(SnapshotBroken, HostilePicklesAreRefused) {
-  for (const std::string& bytes : {std::string("cos\nsystem\n(S'echo hi'\ntR."),
-                                  std::string("\x80\x04\x8c\x05posix\x8c\x06system\x93.", 19)}) {
+  for (const std::string& bytes :
+       {std::string("cos\nsystem\n(S'echo hi'\ntR."), std::string("\x80\x04\x8c\x05posix\x8c\x06system\x93.", 19)}) {
     try {
       parse_snapshot(bytes, "evil.pickle");
       ADD_FAILURE() << "accepted";
@@ -626,8 +603,7 @@ TEST(SnapshotBroken, HostilePicklesAreRefused) {
 }
 
 TEST(SnapshotBroken, EveryTruncationOfASnapshotFails) {
-  Py snap = snapshot({segment(0, kBase, 2 * MiB, 0, "small",
-                              {block(kBase, 1024, 1000, "active_allocated")})},
+  Py snap = snapshot({segment(0, kBase, 2 * MiB, 0, "small", {block(kBase, 1024, 1000, "active_allocated")})},
                      {{entry("alloc", kBase + 1024, 100), entry("free_requested", kBase + 1024, 100),
                        entry("free_completed", kBase + 1024, 100)}});
   for (int protocol : {2, 4}) {
@@ -636,8 +612,7 @@ TEST(SnapshotBroken, EveryTruncationOfASnapshotFails) {
     for (std::size_t n = 0; n < whole.size(); ++n) {
       std::unique_ptr<char[]> buf(new char[n ? n : 1]);
       if (n) std::memcpy(buf.get(), whole.data(), n);
-      EXPECT_THROW(parse_snapshot(std::string_view(buf.get(), n), "cut.pickle"), InputError)
-          << n;
+      EXPECT_THROW(parse_snapshot(std::string_view(buf.get(), n), "cut.pickle"), InputError) << n;
     }
   }
 }

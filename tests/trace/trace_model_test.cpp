@@ -21,9 +21,8 @@ Event ev(Op op, AllocId id, Bytes size = 0, StreamId stream = 0) {
 }
 
 TEST(TraceModel, OpNamesRoundTrip) {
-  const char* names[] = {
-      "alloc",         "free",         "free_requested", "free_completed", "empty_cache", "mark",
-      "segment_alloc", "segment_free", "segment_map",    "segment_unmap",  "oom"};
+  const char* names[] = {"alloc",         "free",         "free_requested", "free_completed", "empty_cache", "mark",
+                         "segment_alloc", "segment_free", "segment_map",    "segment_unmap",  "oom"};
   for (int i = 0; i <= static_cast<int>(Op::Oom); ++i) {
     Op op = static_cast<Op>(i);
     EXPECT_EQ(op_name(op), names[i]);
@@ -93,14 +92,13 @@ TEST(TraceSummary, CountsAndPeakWithDeferredFreesAndInitialAllocations) {
 
 TEST(TraceSummary, ADeferredFreeHoldsMemoryUntilItCompletes) {
   Trace deferred;
-  deferred.events = {ev(Op::Alloc, 1, 100), ev(Op::FreeRequested, 1), ev(Op::Alloc, 2, 60),
-                     ev(Op::FreeCompleted, 1), ev(Op::Free, 2)};
+  deferred.events = {ev(Op::Alloc, 1, 100), ev(Op::FreeRequested, 1), ev(Op::Alloc, 2, 60), ev(Op::FreeCompleted, 1),
+                     ev(Op::Free, 2)};
   EXPECT_EQ(summarize(deferred).peak_requested, 160u);
   EXPECT_EQ(summarize(deferred).frees, 2u);
 
   Trace immediate;
-  immediate.events = {ev(Op::Alloc, 1, 100), ev(Op::Free, 1), ev(Op::Alloc, 2, 60),
-                      ev(Op::Free, 2)};
+  immediate.events = {ev(Op::Alloc, 1, 100), ev(Op::Free, 1), ev(Op::Alloc, 2, 60), ev(Op::Free, 2)};
   EXPECT_EQ(summarize(immediate).peak_requested, 100u);
 }
 
@@ -118,8 +116,7 @@ TEST(TraceSummary, InitialAllocationsAloneCanBeThePeak) {
 TEST(TraceSummary, ToleratesAnInvalidTrace) {
   // Summaries may be asked before validation: bad frees change nothing, and nothing crashes.
   Trace t;
-  t.events = {ev(Op::Free, 9), ev(Op::Alloc, 1, 10), ev(Op::Alloc, 1, 20), ev(Op::Free, 1),
-              ev(Op::Free, 1)};
+  t.events = {ev(Op::Free, 9), ev(Op::Alloc, 1, 10), ev(Op::Alloc, 1, 20), ev(Op::Free, 1), ev(Op::Free, 1)};
   TraceSummary s = summarize(t);
   EXPECT_EQ(s.peak_requested, 10u);
   EXPECT_EQ(s.frees, 3u);
@@ -177,17 +174,15 @@ TEST(ValidateTrace, NamesTheEventAndWhatWasExpected) {
   EXPECT_EQ(violation(with_events({ev(Op::Alloc, 1, 8), ev(Op::Free, 1), ev(Op::Free, 1)})),
             "t.jsonl: event 2 (free): id 1: free of an id that is not live (unknown id or double "
             "free)");
-  EXPECT_EQ(violation(with_events(
-                {ev(Op::Alloc, 1, 8), ev(Op::FreeRequested, 1), ev(Op::FreeRequested, 1)})),
+  EXPECT_EQ(violation(with_events({ev(Op::Alloc, 1, 8), ev(Op::FreeRequested, 1), ev(Op::FreeRequested, 1)})),
             "t.jsonl: event 2 (free_requested): id 1: free_requested twice for the same "
             "allocation");
   EXPECT_EQ(violation(with_events({ev(Op::Alloc, 1, 8), ev(Op::FreeCompleted, 1)})),
             "t.jsonl: event 1 (free_completed): id 1: free_completed of an allocation whose free "
             "was never requested");
-  EXPECT_EQ(
-      violation(with_events({ev(Op::Alloc, 1, 8), ev(Op::FreeRequested, 1), ev(Op::Free, 1)})),
-      "t.jsonl: event 2 (free): id 1: free of an id whose free was already requested "
-      "(expected free_completed)");
+  EXPECT_EQ(violation(with_events({ev(Op::Alloc, 1, 8), ev(Op::FreeRequested, 1), ev(Op::Free, 1)})),
+            "t.jsonl: event 2 (free): id 1: free of an id whose free was already requested "
+            "(expected free_completed)");
   EXPECT_EQ(violation(with_events({ev(Op::FreeRequested, 4)})),
             "t.jsonl: event 0 (free_requested): id 4: free_requested of an id that is not live "
             "(unknown id or double free)");
@@ -220,11 +215,9 @@ TEST(ValidateTrace, InitialAllocationsTakePartInTheLifetimeRules) {
 
   t.initial.allocations = {{5, 0, 8, 0, 0, false}, {5, 8, 8, 0, 0, false}};
   t.events.clear();
-  EXPECT_EQ(violation(t),
-            "t.jsonl: initial allocation 1: id 5 is already live (expected unique ids)");
+  EXPECT_EQ(violation(t), "t.jsonl: initial allocation 1: id 5 is already live (expected unique ids)");
   t.initial.allocations = {{5, 0, 0, 0, 0, false}};
-  EXPECT_EQ(violation(t),
-            "t.jsonl: initial allocation 0 (id 5): impossible size 0 (expected 1 .. 2^60-1)");
+  EXPECT_EQ(violation(t), "t.jsonl: initial allocation 0 (id 5): impossible size 0 (expected 1 .. 2^60-1)");
 }
 
 TEST(ValidateTrace, StringIndicesMustExist) {
@@ -234,13 +227,11 @@ TEST(ValidateTrace, StringIndicesMustExist) {
   m.id = t.intern("step");
   m.size = 7;  // no such string
   t.events = {m};
-  EXPECT_EQ(violation(t),
-            "t.jsonl: event 0 (mark): value string index 7 out of range (the trace has 1 strings)");
+  EXPECT_EQ(violation(t), "t.jsonl: event 0 (mark): value string index 7 out of range (the trace has 1 strings)");
   Event a = ev(Op::Alloc, 1, 8);
   a.tag = 3;
   t.events = {a};
-  EXPECT_EQ(violation(t),
-            "t.jsonl: event 0 (alloc): tag string index 3 out of range (the trace has 1 strings)");
+  EXPECT_EQ(violation(t), "t.jsonl: event 0 (alloc): tag string index 3 out of range (the trace has 1 strings)");
 }
 
 // ---- LiveAllocations

@@ -29,9 +29,9 @@ bool is_inferred_empty_cache(const Trace& t, const Event& e) {
 // A freed 2 MiB small-pool segment would serve the next 512-byte request (cca-spec §3.1); the
 // record frees it and makes another: an empty_cache() call between them, inserted before the burst.
 TEST(InferredEvents, EmptyCacheBeforeAnUnexplainedBurst) {
-  Trace t = recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc_at(1, 512, A), with_op(Op::Free, 1),
-                      segment(Op::SegmentFree, A, 2 * MiB), segment(Op::SegmentAlloc, B, 2 * MiB),
-                      alloc_at(2, 512, B)});
+  Trace t =
+      recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc_at(1, 512, A), with_op(Op::Free, 1),
+                segment(Op::SegmentFree, A, 2 * MiB), segment(Op::SegmentAlloc, B, 2 * MiB), alloc_at(2, 512, B)});
   EXPECT_EQ(infer_unrecorded_events(t), 1u);
   ASSERT_EQ(t.events.size(), 7u);
   EXPECT_TRUE(is_inferred_empty_cache(t, t.events[3]));
@@ -72,9 +72,9 @@ TEST(InferredEvents, TracesWithoutSegmentFreesAreLeftAlone) {
 }
 
 TEST(InferredEvents, SurviveAJsonlRoundTrip) {
-  Trace t = recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc_at(1, 512, A), with_op(Op::Free, 1),
-                      segment(Op::SegmentFree, A, 2 * MiB), segment(Op::SegmentAlloc, B, 2 * MiB),
-                      alloc_at(2, 512, B)});
+  Trace t =
+      recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc_at(1, 512, A), with_op(Op::Free, 1),
+                segment(Op::SegmentFree, A, 2 * MiB), segment(Op::SegmentAlloc, B, 2 * MiB), alloc_at(2, 512, B)});
   infer_unrecorded_events(t);
   std::ostringstream out;
   write_jsonl(t, out);

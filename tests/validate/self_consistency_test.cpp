@@ -99,11 +99,11 @@ TEST_P(SelfConsistency, RecordedReplayValidatesExactly) {
   EXPECT_TRUE(r.exact) << c.sample << " " << c.options << "\n" << validation_text(r);
   EXPECT_EQ(r.segment_events_matched, r.segment_events_recorded);
   EXPECT_GT(r.segment_events_recorded, 0u);
-  std::printf("[ info ] %s %s %llu MiB: %llu segment events, %llu retries, %llu empty_cache inferred, %llu ooms\n",
-              c.sample.c_str(), c.options.c_str(), static_cast<unsigned long long>(c.capacity / MiB),
-              static_cast<unsigned long long>(r.segment_events_recorded),
-              static_cast<unsigned long long>(r.retries_simulated),
-              static_cast<unsigned long long>(r.empty_cache_inferred), static_cast<unsigned long long>(r.ooms_recorded));
+  std::printf(
+      "[ info ] %s %s %llu MiB: %llu segment events, %llu retries, %llu empty_cache inferred, %llu ooms\n",
+      c.sample.c_str(), c.options.c_str(), static_cast<unsigned long long>(c.capacity / MiB),
+      static_cast<unsigned long long>(r.segment_events_recorded), static_cast<unsigned long long>(r.retries_simulated),
+      static_cast<unsigned long long>(r.empty_cache_inferred), static_cast<unsigned long long>(r.ooms_recorded));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -115,8 +115,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"two-phase.jsonl", "max_split_size_mb:21", 300 * MiB},
                       Case{"two-phase.jsonl", "roundup_power2_divisions:[1:4,>:8]", 80 * GiB},
                       Case{"streams.jsonl", "", 80 * GiB},  // two streams, deferred frees
-                      Case{"streams.jsonl", "", 120 * MiB},
-                      Case{"streams.jsonl", "expandable_segments:True", 80 * GiB},
+                      Case{"streams.jsonl", "", 120 * MiB}, Case{"streams.jsonl", "expandable_segments:True", 80 * GiB},
                       Case{"streams.jsonl", "expandable_segments:True", 80 * MiB},  // retries
                       Case{"streams.jsonl", "max_split_size_mb:21", 90 * MiB}));
 

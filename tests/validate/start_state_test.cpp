@@ -74,8 +74,9 @@ TEST(StartState, NegativeEvidenceNarrowsTheBlock) {
   EXPECT_EQ(j["undetermined_blocks"][0]["min_size"], 3 * MiB + 768 * 1024 + 512);
   bool listed = false;
   for (const std::string& note : r.notes) {
-    listed = listed || note.find("1 blocks undetermined by the trace; block of allocation 1 at 0x7f1000000000: "
-                                 "3932672..4718592 bytes") != std::string::npos;
+    listed = listed || note.find(
+                           "1 blocks undetermined by the trace; block of allocation 1 at 0x7f1000000000: "
+                           "3932672..4718592 bytes") != std::string::npos;
   }
   EXPECT_TRUE(listed) << validation_text(r);
 }

@@ -27,9 +27,9 @@ Trace recorded(std::vector<Event> events) { return test::recorded_run(std::move(
 // free block, so a second 512-byte request would reuse it (§3.1). The record shows the segment
 // freed and a new one allocated instead: only an empty_cache() between them explains that.
 TEST(Validate, InfersEmptyCacheFromAnUnexplainedBurst) {
-  const Trace t = recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc_at(1, 512, A), with_op(Op::Free, 1),
-                            segment(Op::SegmentFree, A, 2 * MiB), segment(Op::SegmentAlloc, B, 2 * MiB),
-                            alloc_at(2, 512, B)});
+  const Trace t =
+      recorded({segment(Op::SegmentAlloc, A, 2 * MiB), alloc_at(1, 512, A), with_op(Op::Free, 1),
+                segment(Op::SegmentFree, A, 2 * MiB), segment(Op::SegmentAlloc, B, 2 * MiB), alloc_at(2, 512, B)});
   const ValidationReport r = validate_replay(t);
   EXPECT_TRUE(r.exact) << validation_text(r);
   EXPECT_EQ(r.empty_cache_inferred, 1u);
@@ -56,17 +56,16 @@ TEST(Validate, ReproducesARetryFromTheRecordedPeak) {
   EXPECT_EQ(r.peak_reserved_simulated, 30 * MiB);
 }
 
-
 // Block 1 (20 MiB, a whole 20 MiB segment, no split: §1.6) is pending (used on another stream)
 // when request 2 comes: the lookup misses, cudaMalloc fails with 20 of 20 MiB obtainable held,
 // and release_cached_blocks first synchronises (emitting block 1's free_completed), then frees
 // the now whole segment A, and the retry gets B (§5.3, §6). In the record the completion stands
 // before the burst; replayed there it would let request 2 reuse A.
 TEST(Validate, CompletionsEmittedByARetryAreReplayedAfterTheLookup) {
-  const Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc_at(1, 20 * MiB, A),
-                            with_op(Op::FreeRequested, 1), with_op(Op::FreeCompleted, 1),
-                            segment(Op::SegmentFree, A, 20 * MiB), segment(Op::SegmentAlloc, B, 20 * MiB),
-                            alloc_at(2, 20 * MiB, B)});
+  const Trace t =
+      recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc_at(1, 20 * MiB, A), with_op(Op::FreeRequested, 1),
+                with_op(Op::FreeCompleted, 1), segment(Op::SegmentFree, A, 20 * MiB),
+                segment(Op::SegmentAlloc, B, 20 * MiB), alloc_at(2, 20 * MiB, B)});
   const ValidationReport r = validate_replay(t);
   EXPECT_TRUE(r.exact) << validation_text(r);
   EXPECT_EQ(r.retries_simulated, 1u);

@@ -61,8 +61,7 @@ TEST(GenDefaults, TheIssueCommandWorks) {
   // issue 14: this failed with "--attention eager: only sdpa is modelled for llama".
   const fs::path out = testing::scratch_dir("gen-issue") / "x.jsonl";
   fs::remove(out);
-  const auto run =
-      run_fraglab("gen --model llama3-8b --framework fsdp2 --micro-batch 4 --steps 2 -o " + out.string());
+  const auto run = run_fraglab("gen --model llama3-8b --framework fsdp2 --micro-batch 4 --steps 2 -o " + out.string());
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.err.find("gen: --attention not given: sdpa (the only one modelled for llama)\n"), std::string::npos)
       << run.err;
@@ -90,10 +89,9 @@ TEST(GenDefaults, UnsupportedHfArchitectureIsOneLineExitTwo) {
   const std::string path = kSource + "/tests/workload/hf/mixtral/config.json";
   const auto run = run_fraglab("gen --model " + path + " --micro-batch 1 --steps 1 -o /dev/null");
   EXPECT_EQ(run.status, 2);
-  EXPECT_EQ(run.err,
-            "fraglab gen: error: " + path +
-                ": architectures [\"MixtralForCausalLM\"]: the workload model covers only GPT2LMHeadModel, "
-                "T5ForConditionalGeneration, T5WithLMHeadModel, LlamaForCausalLM\n");
+  EXPECT_EQ(run.err, "fraglab gen: error: " + path +
+                         ": architectures [\"MixtralForCausalLM\"]: the workload model covers only GPT2LMHeadModel, "
+                         "T5ForConditionalGeneration, T5WithLMHeadModel, LlamaForCausalLM\n");
 }
 
 TEST(GenDefaults, ExistingOutputNeedsOverwrite) {

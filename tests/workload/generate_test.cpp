@@ -39,11 +39,10 @@ TEST_P(EveryFramework, ValidRoundTripsAndDeterministic) {
   EXPECT_EQ(jsonl(generate_trace(o)), text) << "same options, same bytes";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, EveryFramework,
-    ::testing::Combine(::testing::Values(Framework::Fsdp1, Framework::Fsdp2, Framework::Zero1, Framework::Zero2,
-                                         Framework::Zero3),
-                       ::testing::Values("gpt2-xl", "t5-3b", "llama2-7b")));
+INSTANTIATE_TEST_SUITE_P(All, EveryFramework,
+                         ::testing::Combine(::testing::Values(Framework::Fsdp1, Framework::Fsdp2, Framework::Zero1,
+                                                              Framework::Zero2, Framework::Zero3),
+                                            ::testing::Values("gpt2-xl", "t5-3b", "llama2-7b")));
 
 TEST(Generate, MarksStepsAndPhasesAndUsesEveryTag) {
   const Trace t = generate_trace(reference_options("gpt2-xl", 2, 2));
@@ -55,10 +54,10 @@ TEST(Generate, MarksStepsAndPhasesAndUsesEveryTag) {
                       std::string(t.string_at(static_cast<std::uint32_t>(e.size))));
     if (e.op == Op::Alloc) tags.insert(std::string(t.string_at(e.tag)));
   }
-  EXPECT_EQ(marks, (std::vector<std::string>{"phase=\"init\"", "step=1", "phase=\"zero_grad\"", "phase=\"forward\"",
-                                             "phase=\"backward\"", "phase=\"optimizer\"", "step=2",
-                                             "phase=\"zero_grad\"", "phase=\"forward\"", "phase=\"backward\"",
-                                             "phase=\"optimizer\""}));
+  EXPECT_EQ(marks,
+            (std::vector<std::string>{"phase=\"init\"", "step=1", "phase=\"zero_grad\"", "phase=\"forward\"",
+                                      "phase=\"backward\"", "phase=\"optimizer\"", "step=2", "phase=\"zero_grad\"",
+                                      "phase=\"forward\"", "phase=\"backward\"", "phase=\"optimizer\""}));
   EXPECT_EQ(tags, (std::set<std::string>{"param", "grad", "act", "opt", "comm", "temp"}));
 }
 
@@ -68,8 +67,7 @@ TEST(Generate, NoActivationOutlivesItsStep) {
   for (Framework f : {Framework::Fsdp1, Framework::Fsdp2, Framework::Zero1, Framework::Zero2, Framework::Zero3}) {
     WorkloadOptions o = reference_options("gpt2-xl", 2);
     o.framework = f;
-    EXPECT_EQ(testing::allocated_at(generate_trace(o), 2, "optimizer").at("act"), 3u * 8 * 2 * 1024 + 4)
-        << name_of(f);
+    EXPECT_EQ(testing::allocated_at(generate_trace(o), 2, "optimizer").at("act"), 3u * 8 * 2 * 1024 + 4) << name_of(f);
     o = reference_options("t5-3b", 2);
     o.framework = f;
     o.recompute = Recompute::Reentrant;
@@ -175,10 +173,10 @@ TEST(GenCommand, WritesATraceTheReaderAccepts) {
   if (!std::filesystem::exists(FRAGLAB_BINARY)) GTEST_SKIP() << "fraglab not built";
   const std::string path = (std::filesystem::temp_directory_path() / "fraglab_gen_test.jsonl").string();
   // --overwrite: a file left by an interrupted earlier run must not fail this one.
-  const auto [code, out] = run(
-      "gen --model t5-3b --framework zero3 --world-size 2 --micro-batch 2 --steps 2 --src-len 128 --tgt-len 32 "
-      "--overwrite -o " +
-      path);
+  const auto [code, out] =
+      run("gen --model t5-3b --framework zero3 --world-size 2 --micro-batch 2 --steps 2 --src-len 128 --tgt-len 32 "
+          "--overwrite -o " +
+          path);
   ASSERT_EQ(code, 0) << out;
   const Trace t = read_trace(path);
   WorkloadOptions o = reference_options("t5-3b", 2);

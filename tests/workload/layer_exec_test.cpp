@@ -70,9 +70,9 @@ TEST(LayerExec, ForwardKeepsSavedTensorsAndBackwardWalksInReverse) {
   // C: grads of a (6) and b (7), then its incoming grad (5) is consumed. B: a second grad of a is
   // accumulated in place (8, freed at once), b's grad (7) and b itself (3) go. A: grad of x (9),
   // the weight's gradient hook, a's grad (6) goes. x's grad (9) is left to the caller.
-  EXPECT_EQ(ops_of(r.trace, mark), (std::vector<std::string>{"alloc 100", "alloc 200", "alloc 300", "free #5",
-                                                              "alloc 200", "free #8", "free #7", "free #3",
-                                                              "alloc 100", "free #6"}));
+  EXPECT_EQ(ops_of(r.trace, mark),
+            (std::vector<std::string>{"alloc 100", "alloc 200", "alloc 300", "free #5", "alloc 200", "free #8",
+                                      "free #7", "free #3", "alloc 100", "free #6"}));
   EXPECT_EQ(r.hooks.grads, 1);
   EXPECT_GE(x.grad, 0);
 }
@@ -94,10 +94,10 @@ TEST(LayerExec, CheckpointedForwardKeepsNothingAndRecomputesUpToTheLastSaver) {
   // saved tensor and dies with the recomputation; b stays for B's backward. Then as above: C's
   // grads of a (8) and b (9), y's grad (5) consumed; B: a's second grad (10) added in place, b's
   // grad and b go; A: x's grad (11), a's grad goes.
-  EXPECT_EQ(ops_of(r.trace, mark),
-            (std::vector<std::string>{"alloc 100", "alloc 200", "alloc 300", "free #6", "alloc 200", "alloc 300",
-                                      "free #5", "alloc 200", "free #10", "free #9", "free #7", "alloc 100",
-                                      "free #8"}));
+  EXPECT_EQ(
+      ops_of(r.trace, mark),
+      (std::vector<std::string>{"alloc 100", "alloc 200", "alloc 300", "free #6", "alloc 200", "alloc 300", "free #5",
+                                "alloc 200", "free #10", "free #9", "free #7", "alloc 100", "free #8"}));
 }
 
 TEST(LayerTables, Gpt2BlockSavesWhatSection23Says) {

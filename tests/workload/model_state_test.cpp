@@ -17,8 +17,8 @@ constexpr std::uint64_t kGpt2Psi = 1'557'611'200, kT5Psi = 2'851'598'336;
 constexpr std::uint64_t kGpt2Masks = 48ull * 1024 * 1024;
 
 void expect_near_rel(double measured, double expected, double rel, const std::string& what) {
-  EXPECT_NEAR(measured, expected, expected * rel) << what << ": measured " << measured / 1e9 << " GB, expected "
-                                                  << expected / 1e9 << " GB";
+  EXPECT_NEAR(measured, expected, expected * rel)
+      << what << ": measured " << measured / 1e9 << " GB, expected " << expected / 1e9 << " GB";
 }
 
 TEST(ModelState, Fsdp1Gpt2XlIs16PsiOverN) {
@@ -29,8 +29,8 @@ TEST(ModelState, Fsdp1Gpt2XlIs16PsiOverN) {
   expect_near_rel(static_cast<double>(model_state_bytes(allocated_at(t, 2, "optimizer")) - kGpt2Masks), expected, 0.001,
                   "before the step");
   // Between steps, after zero_grad: 4Ψ/N + 8Ψ/N = 9.35 GB (wm §5.1).
-  expect_near_rel(static_cast<double>(model_state_bytes(allocated_at(t, 2, "forward")) - kGpt2Masks), 12.0 * kGpt2Psi / 2,
-                  0.001, "after zero_grad");
+  expect_near_rel(static_cast<double>(model_state_bytes(allocated_at(t, 2, "forward")) - kGpt2Masks),
+                  12.0 * kGpt2Psi / 2, 0.001, "after zero_grad");
 }
 
 TEST(ModelState, Fsdp1T5ThreeBIs16PsiOverN) {

@@ -67,10 +67,10 @@ TEST(GradFlatten, ConcatPeaksAboveThePreallocatedBufferByAboutOneUnitGradient) {
   // of either variant still pending would blur requested bytes) differ by about one unit's
   // unsharded fp32 gradient: by hand, 4·F less the largest bf16 gradient prealloc holds at once
   // (gate/up/down_proj, 2 × 58.7M) → ~0.87·4F.
-  const ModelConfig m = parse_model_json(
-      R"({"name":"llama3-1layer","family":"llama","layers":1,"hidden":4096,"heads":32,"kv_heads":8,)"
-      R"("head_dim":128,"ffn":14336,"vocab":1024,"max_positions":8192,"tied_embeddings":false})",
-      "test");
+  const ModelConfig m =
+      parse_model_json(R"({"name":"llama3-1layer","family":"llama","layers":1,"hidden":4096,"heads":32,"kv_heads":8,)"
+                       R"("head_dim":128,"ffn":14336,"vocab":1024,"max_positions":8192,"tied_embeddings":false})",
+                       "test");
   WorkloadOptions o;
   o.model = m;
   o.framework = Framework::Fsdp1;
