@@ -93,15 +93,10 @@ struct CheckOutcome {
 // Throws InputError when either document lacks the "runs" list (the caller names the file).
 CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,
                            const CheckOptions& options = {});
-// The readable table: per run, every gated metric and every changed one, then a verdict line.
-std::string check_table(const CheckOutcome& outcome);
-
-// The outcome for machines (check_report.cpp), both deterministic (no timestamps, fixed key order):
-// JSON {"passed", "regressions", "trace_changed", "baseline_trace", "trace", "problems", "notes",
-// "warnings", "checks": [{"policy", "metric", "baseline", "value", "limit", "gated", "pass",
-// "violated"}]}; JUnit XML with one <testcase classname=POLICY name=METRIC> per check, a <failure>
-// for each regression, and one failing testcase per problem (classname "fraglab check").
-std::string check_json(const CheckOutcome& outcome);
-std::string check_junit(const CheckOutcome& outcome);
+// The metric's definition; nullptr for a key that is not gated.
+const CheckedMetric* find_checked_metric(std::string_view key);
+// A baseline or current value as the table and the limits show it: bytes in binary units, counts
+// as integers, ratios with four decimals.
+std::string show_metric_value(double value, bool bytes);
 
 }  // namespace fraglab

@@ -105,8 +105,4 @@ TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, c
 // "alloc 40.00 MiB tag grad (step 0, phase backward)": one event in words, for reports.
 std::string describe_event(const Trace& trace, std::uint64_t index);
 
-// The report: overall, per step / phase, per tag, and the divergence, as text or JSON.
-std::string diff_report(const Trace& a, const Trace& b, const TraceDiff& diff);
-nlohmann::json diff_json(const Trace& a, const Trace& b, const TraceDiff& diff);
-
 }  // namespace fraglab

@@ -48,8 +48,6 @@ std::string compare_table(const TraceSummary& summary, const std::vector<ReplayR
 nlohmann::json compare_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
                             const std::vector<ReplayResult>& runs, const ReportOptions& options = {});
 
-// "1.50 GiB", "512.00 MiB", "12 B": binary units, two decimals.
-std::string format_bytes(Bytes bytes);
 // A run's name in tables: its spec, with " (recorded settings)" on the run of the trace's own
 // allocator settings.
 std::string row_name(const ReplayResult& run);

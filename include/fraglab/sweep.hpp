@@ -247,33 +247,12 @@ std::vector<SweepRow> rank_rows(std::vector<SweepRow> rows);
 // calls (and is strictly better on one). Ranked as rank_rows; settings with identical figures
 // all belong to the front.
 std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows);
+// Same peak reserved, retries and device calls: the front shows such rows on one line.
+bool same_rank_figures(const SweepRow& a, const SweepRow& b);
 
 // "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128" for a pytorch spec:
 // fraglab's own `version` option is dropped, and the value is single-quoted when a shell would
 // otherwise read it ([, >, spaces). nullopt for other policies.
 std::optional<std::string> alloc_conf_line(std::string_view spec);
-
-struct SweepReportOptions {
-  std::size_t top = 25;  // table rows per trace; 0 = all
-  std::map<std::string, SweepTraceContext> traces;
-};
-// Options that act on a share of the GPU's memory: rows differing only in one of them act the
-// same when the capacity is too large for the share to bind, which the report points out when
-// the capacity was assumed.
-bool needs_capacity(std::string_view option);
-// A results file's device column as a section header names it: "sim, capacity 80.00 GiB
-// (default)" for a spec without a capacity, "sim:40GiB, capacity 40.00 GiB" otherwise (a column
-// that is not a device spec is shown as it is). From the column alone, so a merge of shards
-// describes it as the sweep did.
-std::string describe_device_column(std::string_view device);
-// The end-of-sweep text: per trace the ranked table, the Pareto front and the best setting;
-// with several traces also the setting best across all of them.
-std::string sweep_report(const ResultsTable& table, const SweepReportOptions& options = {});
-
-// ---- progress ---------------------------------------------------------------------------------
-
-// "[#####.....] 45/200 22% 12.3 runs/s ETA 0:13" (terminal) or a plain line (logs).
-std::string format_progress(std::size_t done, std::size_t total, double elapsed_seconds, bool terminal);
-std::string format_duration(double seconds);  // "0:13", "1:02:03"
 
 }  // namespace fraglab

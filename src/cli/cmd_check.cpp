@@ -12,6 +12,7 @@
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
 #include "fraglab/check.hpp"
+#include "fraglab/check_report.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
 

@@ -8,6 +8,7 @@
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
 #include "fraglab/diff.hpp"
+#include "fraglab/diff_report.hpp"
 #include "fraglab/policy.hpp"
 
 namespace fraglab::cli {

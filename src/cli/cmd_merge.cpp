@@ -14,6 +14,7 @@
 #include "cli/common.hpp"
 #include "cli/output_guard.hpp"
 #include "fraglab/sweep.hpp"
+#include "fraglab/sweep_report.hpp"
 
 namespace fraglab::cli {
 

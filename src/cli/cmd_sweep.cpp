@@ -20,6 +20,7 @@
 #include "cli/device_choice.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/sweep.hpp"
+#include "fraglab/sweep_report.hpp"
 
 namespace fraglab::cli {
 namespace {

@@ -11,6 +11,7 @@
 #include "fraglab/recorded_memory.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/sweep.hpp"
+#include "fraglab/sweep_report.hpp"
 
 namespace fraglab::cli {
 namespace {

@@ -7,14 +7,6 @@
 
 namespace fraglab {
 
-std::string format_bytes(Bytes bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes < KiB) return fmt::format("{} B", bytes);
-  if (bytes < MiB) return fmt::format("{:.2f} KiB", b / KiB);
-  if (bytes < GiB) return fmt::format("{:.2f} MiB", b / MiB);
-  return fmt::format("{:.2f} GiB", b / GiB);
-}
-
 std::string row_name(const ReplayResult& run) {
   return run.recorded_settings ? run.policy + " (recorded settings)" : run.policy;
 }

@@ -1,4 +1,5 @@
-// Baseline comparison for `fraglab check`: thresholds, the per-metric verdicts, the table.
+// Baseline comparison for `fraglab check`: thresholds and the per-metric verdicts (the report
+// layer renders them: src/report/check_report.cpp).
 #include "fraglab/check.hpp"
 
 #include <fmt/format.h>
@@ -6,34 +7,11 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "fraglab/report.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/types.hpp"
 
 namespace fraglab {
 namespace {
-
-const CheckedMetric* find_metric(const std::string& key) {
-  for (const CheckedMetric& m : checked_metrics()) {
-    if (m.key == key) return &m;
-  }
-  return nullptr;
-}
-
-std::string show(double value, bool bytes) {
-  if (bytes) return format_bytes(static_cast<Bytes>(value));
-  if (value == std::floor(value) && std::fabs(value) < 1e15) return fmt::format("{}", static_cast<std::int64_t>(value));
-  return fmt::format("{:.4f}", value);
-}
-
-std::string show_change(double baseline, double current, bool bytes) {
-  const double delta = current - baseline;
-  std::string out =
-      fmt::format("{}{}", delta < 0 ? "-" : "+",
-                  bytes ? format_bytes(static_cast<Bytes>(std::fabs(delta))) : show(std::fabs(delta), false));
-  if (baseline != 0) out += fmt::format(" ({:+.2f}%)", delta / std::fabs(baseline) * 100);
-  return out;
-}
 
 // "METRIC=VALUE" -> metric key and value text.
 std::pair<std::string, std::string> split_assignment(std::string_view text, std::string_view flag) {
@@ -45,7 +23,7 @@ std::pair<std::string, std::string> split_assignment(std::string_view text, std:
 }
 
 double parse_amount(const std::string& metric, const std::string& value, std::string_view flag) {
-  const CheckedMetric* m = find_metric(metric);
+  const CheckedMetric* m = find_checked_metric(metric);
   if (m->bytes) return static_cast<double>(parse_byte_size(value, fmt::format("{} {}", flag, metric)));
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
@@ -146,6 +124,19 @@ const std::vector<CheckedMetric>& checked_metrics() {
   return metrics;
 }
 
+const CheckedMetric* find_checked_metric(std::string_view key) {
+  for (const CheckedMetric& m : checked_metrics()) {
+    if (m.key == key) return &m;
+  }
+  return nullptr;
+}
+
+std::string show_metric_value(double value, bool bytes) {
+  if (bytes) return format_bytes(static_cast<Bytes>(value));
+  if (value == std::floor(value) && std::fabs(value) < 1e15) return fmt::format("{}", static_cast<std::int64_t>(value));
+  return fmt::format("{:.4f}", value);
+}
+
 std::string canonical_metric(std::string_view name) {
   for (const CheckedMetric& m : checked_metrics()) {
     if (m.key == name || (m.bytes && m.key == std::string(name) + "_bytes")) return m.key;
@@ -179,13 +170,15 @@ void Thresholds::add_max_regress(std::string_view text) {
     return;
   }
   const double amount = parse_amount(metric, value, "--max-regress");
-  add(metric, {Limit::Kind::RegressBy, amount, fmt::format("+{}", show(amount, find_metric(metric)->bytes))});
+  add(metric, {Limit::Kind::RegressBy, amount,
+               fmt::format("+{}", show_metric_value(amount, find_checked_metric(metric)->bytes))});
 }
 
 void Thresholds::add_max(std::string_view text) {
   const auto [metric, value] = split_assignment(text, "--max");
   const double amount = parse_amount(metric, value, "--max");
-  add(metric, {Limit::Kind::AtMost, amount, fmt::format("<= {}", show(amount, find_metric(metric)->bytes))});
+  add(metric, {Limit::Kind::AtMost, amount,
+               fmt::format("<= {}", show_metric_value(amount, find_checked_metric(metric)->bytes))});
 }
 
 void Thresholds::ignore(std::string_view metric) {
@@ -276,44 +269,6 @@ CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json&
       c.limits = c.gated ? std::move(limit_texts) : std::string("-");
       out.checks.push_back(std::move(c));
     }
-  }
-  return out;
-}
-
-std::string check_table(const CheckOutcome& outcome) {
-  std::string out;
-  for (const std::string& note : outcome.notes) out += "note: " + note + '\n';
-  std::string policy;
-  for (const MetricCheck& c : outcome.checks) {
-    if (!c.gated && c.baseline == c.current) continue;  // keep the table to what matters
-    if (c.policy != policy) {
-      policy = c.policy;
-      out += fmt::format("\n{}\n  {:<24} {:>14} {:>14} {:>26} {:>14}  {}\n", policy, "metric", "baseline", "current",
-                         "change", "limit", "status");
-    }
-    const bool bytes = find_metric(c.metric)->bytes;
-    const std::string status = c.regressed ? "REGRESSED" : (!c.gated ? "changed (not gated)" : "ok");
-    out += fmt::format("  {:<24} {:>14} {:>14} {:>26} {:>14}  {}\n", c.metric, show(c.baseline, bytes),
-                       show(c.current, bytes),
-                       c.baseline == c.current ? "=" : show_change(c.baseline, c.current, bytes), c.limits, status);
-  }
-  out += '\n';
-  for (const std::string& p : outcome.problems) out += "error: " + p + '\n';
-  if (outcome.passed()) {
-    std::size_t gated = 0;
-    for (const MetricCheck& c : outcome.checks) gated += c.gated ? 1 : 0;
-    out += fmt::format("ok: {} gated metric{} within limits\n", gated, gated == 1 ? "" : "s");
-    return out;
-  }
-  out += fmt::format("FAIL: {} regression{}", outcome.regressions(), outcome.regressions() == 1 ? "" : "s");
-  if (!outcome.problems.empty())
-    out += fmt::format(", {} problem{}", outcome.problems.size(), outcome.problems.size() == 1 ? "" : "s");
-  out += '\n';
-  for (const MetricCheck& c : outcome.checks) {
-    if (!c.regressed) continue;
-    const bool bytes = find_metric(c.metric)->bytes;
-    out += fmt::format("  {} {}: {} -> {}: {}, limit {}\n", c.policy, c.metric, show(c.baseline, bytes),
-                       show(c.current, bytes), show_change(c.baseline, c.current, bytes), c.violated);
   }
   return out;
 }

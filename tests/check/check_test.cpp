@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fraglab/check.hpp"
+#include "fraglab/check_report.hpp"
 #include "fraglab/types.hpp"
 #include "support/command.hpp"
 

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "fraglab/check.hpp"
+#include "fraglab/check_report.hpp"
 #include "support/command.hpp"
 
 namespace fraglab {

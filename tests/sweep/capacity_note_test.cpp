@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "fraglab/sweep.hpp"
+#include "fraglab/sweep_report.hpp"
 #include "fraglab/types.hpp"
 
 namespace fraglab {

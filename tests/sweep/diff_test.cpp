@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "fraglab/diff.hpp"
+#include "fraglab/diff_report.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/trace_io.hpp"
 #include "support/command.hpp"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fraglab/sweep.hpp"
+#include "fraglab/sweep_report.hpp"
 #include "fraglab/types.hpp"
 
 namespace fraglab {

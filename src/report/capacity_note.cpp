@@ -10,6 +10,7 @@
 #include <map>
 
 #include "fraglab/report.hpp"
+#include "fraglab/sweep_report.hpp"
 
 namespace fraglab {
 namespace {

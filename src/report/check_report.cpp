@@ -1,5 +1,6 @@
-// `fraglab check --json FILE` and `--junit FILE`: the check outcome for CI systems. Both are
-// deterministic (no timestamps, no durations, fixed order), so the files can be diffed and cached.
+// Rendering a check outcome: the readable table (`fraglab check`), and `--json FILE` and
+// `--junit FILE` for CI systems. All are deterministic (no timestamps, no durations, fixed order),
+// so the files can be diffed and cached.
 //
 // JUnit: one <testcase classname=POLICY name=METRIC> per metric of every run, a <failure> for each
 // regression, and one failing <testcase classname="fraglab check"> per problem (a changed trace,
@@ -10,10 +11,19 @@
 #include <nlohmann/json.hpp>
 
 #include "fraglab/check.hpp"
-#include "fraglab/report.hpp"
+#include "fraglab/check_report.hpp"
 
 namespace fraglab {
 namespace {
+
+std::string show_change(double baseline, double current, bool bytes) {
+  const double delta = current - baseline;
+  std::string out = fmt::format(
+      "{}{}", delta < 0 ? "-" : "+",
+      bytes ? format_bytes(static_cast<Bytes>(std::fabs(delta))) : show_metric_value(std::fabs(delta), false));
+  if (baseline != 0) out += fmt::format(" ({:+.2f}%)", delta / std::fabs(baseline) * 100);
+  return out;
+}
 
 bool is_ratio(const std::string& metric) { return metric == "fragmentation_at_peak" || metric == "peak_utilization"; }
 
@@ -83,6 +93,44 @@ std::string show(const std::string& metric, double value) {
 }
 
 }  // namespace
+
+std::string check_table(const CheckOutcome& outcome) {
+  std::string out;
+  for (const std::string& note : outcome.notes) out += "note: " + note + '\n';
+  std::string policy;
+  for (const MetricCheck& c : outcome.checks) {
+    if (!c.gated && c.baseline == c.current) continue;  // keep the table to what matters
+    if (c.policy != policy) {
+      policy = c.policy;
+      out += fmt::format("\n{}\n  {:<24} {:>14} {:>14} {:>26} {:>14}  {}\n", policy, "metric", "baseline", "current",
+                         "change", "limit", "status");
+    }
+    const bool bytes = find_checked_metric(c.metric)->bytes;
+    const std::string status = c.regressed ? "REGRESSED" : (!c.gated ? "changed (not gated)" : "ok");
+    out += fmt::format("  {:<24} {:>14} {:>14} {:>26} {:>14}  {}\n", c.metric, show_metric_value(c.baseline, bytes),
+                       show_metric_value(c.current, bytes),
+                       c.baseline == c.current ? "=" : show_change(c.baseline, c.current, bytes), c.limits, status);
+  }
+  out += '\n';
+  for (const std::string& p : outcome.problems) out += "error: " + p + '\n';
+  if (outcome.passed()) {
+    std::size_t gated = 0;
+    for (const MetricCheck& c : outcome.checks) gated += c.gated ? 1 : 0;
+    out += fmt::format("ok: {} gated metric{} within limits\n", gated, gated == 1 ? "" : "s");
+    return out;
+  }
+  out += fmt::format("FAIL: {} regression{}", outcome.regressions(), outcome.regressions() == 1 ? "" : "s");
+  if (!outcome.problems.empty())
+    out += fmt::format(", {} problem{}", outcome.problems.size(), outcome.problems.size() == 1 ? "" : "s");
+  out += '\n';
+  for (const MetricCheck& c : outcome.checks) {
+    if (!c.regressed) continue;
+    const bool bytes = find_checked_metric(c.metric)->bytes;
+    out += fmt::format("  {} {}: {} -> {}: {}, limit {}\n", c.policy, c.metric, show_metric_value(c.baseline, bytes),
+                       show_metric_value(c.current, bytes), show_change(c.baseline, c.current, bytes), c.violated);
+  }
+  return out;
+}
 
 std::string check_json(const CheckOutcome& outcome) {
   nlohmann::ordered_json j;

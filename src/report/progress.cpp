@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fraglab/sweep.hpp"
+#include "fraglab/sweep_report.hpp"
 
 namespace fraglab {
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "fraglab/diff.hpp"
+#include "fraglab/diff_report.hpp"
 #include "fraglab/report.hpp"
 
 namespace fraglab {
