@@ -2,7 +2,7 @@
 # Installs the Debian packages fraglab builds with, if any are missing. Needs root (or sudo).
 set -euo pipefail
 packages=(cmake g++ make pkg-config zlib1g-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
-          libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev)
+          libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
