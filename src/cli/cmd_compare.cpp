@@ -7,7 +7,9 @@
 
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/run_replay.hpp"
 
 namespace fraglab::cli {
 
@@ -42,11 +44,8 @@ int cmd_compare(int argc, char** argv) {
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
 
   const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
-  const std::string early_device = choose_device(device_option).spec;
-  for (const std::string& spec : specs) {  // a bad spec fails before a long trace loads
-    std::unique_ptr<Device> device = make_device(early_device);
-    create_policy(spec, *device);
-  }
+  const DeviceSpec early_device = choose_device(device_option).device;
+  for (const std::string& spec : specs) check_policy_spec(spec, early_device);  // before a long trace loads
   check_start_state_option(start_option);
   const Trace trace = load_trace(trace_path, TraceReadOptions{.device_index = device_index});
   const TraceSummary summary = summarize(trace);
@@ -64,12 +63,15 @@ int cmd_compare(int argc, char** argv) {
   const DeviceChoice device = choose_device(device_option, trace);
   warn_capacity_options(device, specs, std::cerr);
 
-  RunSettings settings;
-  settings.device_spec = device.spec;
-  settings.check_invariants = vm.count("check-invariants") > 0;
-  settings.replay.start_state = choose_start_state(start_option, trace, specs);
+  ReplayOptions replay;
+  replay.start_state = choose_start_state(start_option, trace, specs);
   std::vector<ReplayResult> runs;
-  for (const std::string& spec : specs) runs.push_back(replay_policy(trace, spec, settings));
+  for (const std::string& spec : specs) {
+    ReplayObservers observers;
+    observers.check_invariants = vm.count("check-invariants") > 0;
+    observers.progress = terminal_progress(spec);
+    runs.push_back(run_replay(trace, spec, device.device, replay, observers));
+  }
   mark_recorded_settings(trace, runs);
   warn_about_start(trace, runs);
   runs = order_for_comparison(std::move(runs));
@@ -83,8 +85,7 @@ int cmd_compare(int argc, char** argv) {
     ReportOptions table;
     table.include_timing = vm.count("no-timing") == 0;
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
-                             summary.allocs, describe_choice(device),
-                             start_state_header(trace, settings.replay.start_state));
+                             summary.allocs, describe_choice(device), start_state_header(trace, replay.start_state));
     std::cout << compare_table(summary, runs, table);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {

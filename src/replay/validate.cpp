@@ -18,6 +18,7 @@
 #include "fraglab/recorded_memory.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/report.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/start_state.hpp"
 
@@ -227,8 +228,7 @@ const StartBlock* undetermined_cause(const InitialState& initial, const std::vec
 // One replay of the prepared run and its comparison with the record.
 struct Attempt {
   PreparedRun run;
-  std::unique_ptr<SimDevice> device;
-  std::unique_ptr<Policy> policy;
+  std::unique_ptr<PolicyOnDevice> replay;               // kept: the report reads the policy's segments after the run
   std::vector<Divergence> divergences;                  // the first of each category
   std::optional<SegmentAction> first_segment_recorded;  // the recorded side of a segment divergence
   std::vector<std::optional<Addr>> simulated_addrs;     // per prepared event: the block handed out
@@ -242,10 +242,10 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
   a.run = prepare(trace, available, gc_configured, forced_flushes);
   PreparedRun& run = a.run;
   report.empty_cache_inferred = run.empty_cache_inferred;
-  a.device = std::make_unique<SimDevice>(SimDeviceConfig{.capacity = capacity, .external = capacity - available});
-  SimDevice& device = *a.device;
-  a.policy = create_policy(spec, device);
-  Policy& policy = *a.policy;
+  a.replay = std::make_unique<PolicyOnDevice>(
+      spec, device_spec(SimDeviceConfig{.capacity = capacity, .external = capacity - available}));
+  // A sim spec builds a SimDevice, the one device that takes address hints.
+  SimDevice& device = dynamic_cast<SimDevice&>(a.replay->device());
 
   // Hand out the recorded addresses: every segment_alloc in order, and for expandable segments
   // the first mapped address of each virtual range (ranges grow from their lowest address).
@@ -281,9 +281,7 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
 
   CallRecorder recorder;
   device.add_listener(&recorder);
-  Replayer replayer(run.trace, policy, device);
-  replayer.add_observer(&recorder);
-  const ReplayResult result = replayer.run(spec);
+  const ReplayResult result = a.replay->run(run.trace, {}, {.extra = {&recorder}});
   device.remove_listener(&recorder);
 
   report.segment_events_simulated = recorder.actions.size();
@@ -481,7 +479,7 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   const RunAssumptions assumed = assume(trace, options, report);
   Attempt a = converge(trace, assumed, report.available_bytes);
   const PreparedRun& run = a.run;
-  const Policy& policy = *a.policy;
+  const Policy& policy = a.replay->policy();
   std::vector<Divergence>& divergences = a.divergences;
   using Counter = std::uint64_t ValidationReport::*;
   for (Counter field : {&ValidationReport::segment_events_recorded, &ValidationReport::segment_events_simulated,
