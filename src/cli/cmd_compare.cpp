@@ -32,7 +32,8 @@ int cmd_compare(int argc, char** argv) {
       "stats", "add each policy's detailed statistics to the JSON")(
       "check-invariants", "check every replay with the invariant checker; exit 1 on a violation")(
       "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
-      "no-timing", "leave out the replay-time column (for byte-identical output)");
+      "timing", "add each run's replay time in seconds (not deterministic)")(
+      "no-timing", "accepted and ignored: timing is off unless --timing (kept so older scripts run)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -76,17 +77,18 @@ int cmd_compare(int argc, char** argv) {
   warn_about_start(trace, runs);
   runs = order_for_comparison(std::move(runs));
 
-  ReportOptions json_report;
-  json_report.include_stats = vm.count("stats") > 0;
+  // Like replay: wall-clock figures only on request, so the default output is the same bytes on
+  // every run.
+  ReportOptions report;
+  report.include_stats = vm.count("stats") > 0;
+  report.include_timing = vm.count("timing") > 0;
   if (!json_path.empty()) {
-    write_output(json_path, compare_json(trace, summary, device_description(device), runs, json_report).dump(2) + "\n");
+    write_output(json_path, compare_json(trace, summary, device_description(device), runs, report).dump(2) + "\n");
   }
   if (json_path != "-") {
-    ReportOptions table;
-    table.include_timing = vm.count("no-timing") == 0;
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
                              summary.allocs, describe_choice(device), start_state_header(trace, replay.start_state));
-    std::cout << compare_table(summary, runs, table);
+    std::cout << compare_table(summary, runs, report);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {
       if (!r.ooms.empty()) {
