@@ -1,4 +1,5 @@
-// Replay throughput: a parsed trace through a policy on a fresh simulated device per iteration.
+// Replay throughput: a parsed trace through a policy on a fresh simulated device per iteration,
+// through run_replay as every command replays.
 // items_per_second = trace events replayed per second (single thread). Targets (issue 5): every
 // policy >= 1 M events/s on lm2.7b-ctx128-fullstep; offline plans and replays 1 M events < 10 s.
 #include <benchmark/benchmark.h>
@@ -6,9 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "fraglab/policy.hpp"
-#include "fraglab/replay.hpp"
-#include "fraglab/sim_device.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/trace_io.hpp"
 #include "fraglab/workload.hpp"
 
@@ -18,11 +17,9 @@ namespace {
 const std::string kReal = FRAGLAB_REAL_TRACES;
 
 void replay(benchmark::State& state, const Trace& trace, const std::string& spec) {
+  const DeviceSpec device;  // the default sim device, 80 GiB
   for (auto _ : state) {
-    SimDevice device;
-    auto policy = create_policy(spec, device);
-    Replayer replayer(trace, *policy, device);
-    ReplayResult result = replayer.run(spec);
+    ReplayResult result = run_replay(trace, spec, device);
     benchmark::DoNotOptimize(result.metrics.peak_reserved);
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace.events.size()));

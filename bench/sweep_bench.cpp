@@ -7,7 +7,6 @@
 
 #include <filesystem>
 
-#include "fraglab/sim_device.hpp"
 #include "fraglab/sweep.hpp"
 #include "fraglab/trace_io.hpp"
 
@@ -37,7 +36,6 @@ void sweep_lm27b(benchmark::State& state) {
   for (const Setting& s : settings) jobs.push_back({&trace, s.spec});
   SweepRunOptions options;
   options.threads = static_cast<unsigned>(state.range(0));
-  options.make_device = [] { return std::make_unique<SimDevice>(); };
   for (auto _ : state) {
     Bytes total = 0;
     run_sweep(jobs, options, [&](std::size_t, const ReplayResult& r) { total += r.metrics.peak_reserved; });

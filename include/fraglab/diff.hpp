@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "fraglab/device.hpp"
+#include "fraglab/device_spec.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/trace.hpp"
 
@@ -91,15 +91,13 @@ struct TraceDiff {
   TraceDivergence divergence;
 };
 
-using DeviceFactory = std::function<std::unique_ptr<Device>()>;
-
-// Replays one trace with a ProfileRecorder on a fresh device.
-ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceFactory& make_device,
+// Replays one trace with a ProfileRecorder on a fresh device (run_replay).
+ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceSpec& device,
                              const ReplayOptions& options = {});
 TraceDivergence first_divergence(const Trace& a, const ReplayProfile& pa, const Trace& b, const ReplayProfile& pb);
 // Replays both traces (on two threads) and compares them.
 // Both start the same way (options.start_state).
-TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceFactory& make_device,
+TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceSpec& device,
                       const ReplayOptions& options = {});
 
 // "alloc 40.00 MiB tag grad (step 0, phase backward)": one event in words, for reports.

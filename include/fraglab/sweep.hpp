@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fraglab/device.hpp"
+#include "fraglab/device_spec.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/trace.hpp"
 #include "fraglab/trace_identity.hpp"
@@ -220,21 +220,23 @@ struct SweepJob {
   const Trace* trace = nullptr;  // shared, read-only, by every thread
   std::string spec;
   StartState start_state = StartState::Recorded;  // replaces SweepRunOptions::replay's
-  // A fresh device for this job, when its trace needs its own (a capacity from the trace's
-  // recorded oom); empty: SweepRunOptions::make_device.
-  std::function<std::unique_ptr<Device>()> make_device = {};
+  // This job's device, when its trace needs its own (a capacity from the trace's recorded oom);
+  // nullopt: SweepRunOptions::device.
+  std::optional<DeviceSpec> device = std::nullopt;
 };
 
 struct SweepRunOptions {
   unsigned threads = 1;
   ReplayOptions replay;
-  // A fresh device for each run (every run owns its device and its policy).
-  std::function<std::unique_ptr<Device>()> make_device;
+  DeviceSpec device;  // every run builds its own fresh device (and policy) from it
+  // Watch every run with an InvariantChecker; its findings are in each ReplayResult.
+  bool check_invariants = false;
 };
 
-// Replays every job on `threads` worker threads. `on_done(job index, result)` is called as each
-// run finishes (completion order), one call at a time. The first exception thrown by a run or by
-// on_done stops the hand-out of new jobs and is rethrown once the workers have stopped.
+// Replays every job on `threads` worker threads, each through run_replay (fraglab/run_replay.hpp).
+// `on_done(job index, result)` is called as each run finishes (completion order), one call at a
+// time. The first exception thrown by a run or by on_done stops the hand-out of new jobs and is
+// rethrown once the workers have stopped.
 void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options,
                const std::function<void(std::size_t, const ReplayResult&)>& on_done);
 

@@ -30,8 +30,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "fraglab/policy.hpp"
 #include "fraglab/trace.hpp"
 
@@ -93,7 +91,5 @@ struct ValidationReport {
 std::uint64_t infer_unrecorded_events(Trace& trace, const ValidateOptions& options = {});
 
 ValidationReport validate_replay(const Trace& trace, const ValidateOptions& options = {});
-nlohmann::json validation_json(const ValidationReport& report);
-std::string validation_text(const ValidationReport& report);
 
 }  // namespace fraglab

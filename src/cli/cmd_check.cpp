@@ -13,8 +13,7 @@
 #include "cli/device_choice.hpp"
 #include "fraglab/check.hpp"
 #include "fraglab/check_report.hpp"
-#include "fraglab/policy.hpp"
-#include "fraglab/replay.hpp"
+#include "fraglab/run_replay.hpp"
 
 namespace fraglab::cli {
 namespace {
@@ -68,6 +67,8 @@ int cmd_check(int argc, char** argv) {
       "allow-trace-change", "compare even when the trace is not the one the baseline was recorded from")(
       "json", po::value(&json_path), "also write the outcome as JSON to FILE (- for stdout)")(
       "junit", po::value(&junit_path), "also write the outcome as JUnit XML to FILE (- for stdout)")(
+      "check-invariants",
+      "check every replay with the invariant checker (as fraglab replay does); exit 1 on a violation")(
       "start-state", po::value(&start_option),
       "recorded|cold|auto: where replays of a trace that begins mid-run start (default: the baseline's "
       "start_state, else auto; see fraglab replay --help)");
@@ -93,6 +94,9 @@ int cmd_check(int argc, char** argv) {
     throw InputError("give either a TRACE to replay or --results FILE, not both or neither");
   }
 
+  if (!results_path.empty() && vm.count("check-invariants")) {
+    throw InputError("--check-invariants checks replays, and --results replays nothing: give a TRACE instead");
+  }
   const bool update = vm.count("update-baseline") > 0;
   if (update && (!json_path.empty() || !junit_path.empty())) {
     throw InputError("--json and --junit report a comparison; --update-baseline does not compare");
@@ -105,7 +109,8 @@ int cmd_check(int argc, char** argv) {
   if (!update || have_baseline) baseline = read_json(baseline_path, "baseline");
 
   nlohmann::json current;
-  std::string device_text;  // "; device sim, capacity 80.00 GiB (default)" when a trace was replayed
+  bool invariants_broken = false;  // --check-invariants found a violation (exit 1 whatever the gate says)
+  std::string device_text;         // "; device sim, capacity 80.00 GiB (default)" when a trace was replayed
   if (!results_path.empty()) {
     current = read_json(results_path, "results");
   } else {
@@ -118,9 +123,8 @@ int cmd_check(int argc, char** argv) {
     const bool from_baseline = device_spec.empty() && have_baseline;
     if (from_baseline) device_spec = baseline_device(baseline);
     const std::optional<std::string> device_option = device_spec.empty() ? std::nullopt : std::optional(device_spec);
-    for (const std::string& spec : specs) {  // bad specs fail before the trace is read
-      create_policy(spec, *make_device(choose_device(device_option).spec));
-    }
+    const DeviceSpec early_device = choose_device(device_option).device;
+    for (const std::string& spec : specs) check_policy_spec(spec, early_device);  // before the trace is read
     const TraceReadOptions read_options{.device_index = device_index};
     // Like is compared with like: the baseline's start state unless told otherwise.
     if (start_option.empty()) {
@@ -139,17 +143,19 @@ int cmd_check(int argc, char** argv) {
       choice.label = "sim";  // not the spec rebuilt from the baseline's bytes
     }
     std::vector<ReplayResult> runs;
-    for (const std::string& spec : specs) {
-      std::unique_ptr<Device> device = make_device(choice.spec);
-      std::unique_ptr<Policy> policy = create_policy(spec, *device);
-      runs.push_back(Replayer(trace, *policy, *device, replay).run(spec));
-    }
+    const ReplayObservers observers{.check_invariants = vm.count("check-invariants") > 0};
+    for (const std::string& spec : specs) runs.push_back(run_replay(trace, spec, choice.device, replay, observers));
+    invariants_broken = report_invariant_violations(runs);
     mark_recorded_settings(trace, runs);
     current = results_json(trace, summarize(trace), device_description(choice), runs);
     device_text = fmt::format("; device {}", describe_choice(choice));
   }
 
   if (update) {
+    if (invariants_broken) {  // a policy that broke an invariant measures nothing worth gating on
+      std::cerr << fmt::format("check: {} not written: a replay broke an invariant\n", baseline_path);
+      return 1;
+    }
     write_output(baseline_path, current.dump(2) + "\n");
     std::cout << fmt::format("wrote baseline {} ({} run{})\n", baseline_path, current["runs"].size(),
                              current["runs"].size() == 1 ? "" : "s");
@@ -167,7 +173,7 @@ int cmd_check(int argc, char** argv) {
   table.flush();
   if (!json_path.empty()) write_output(json_path, check_json(outcome));
   if (!junit_path.empty()) write_output(junit_path, check_junit(outcome));
-  return outcome.passed() ? 0 : 1;
+  return outcome.passed() && !invariants_broken ? 0 : 1;
 }
 
 }  // namespace fraglab::cli

@@ -7,7 +7,9 @@
 
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/run_replay.hpp"
 
 namespace fraglab::cli {
 
@@ -30,7 +32,8 @@ int cmd_compare(int argc, char** argv) {
       "stats", "add each policy's detailed statistics to the JSON")(
       "check-invariants", "check every replay with the invariant checker; exit 1 on a violation")(
       "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
-      "no-timing", "leave out the replay-time column (for byte-identical output)");
+      "timing", "add each run's replay time in seconds (not deterministic)")(
+      "no-timing", "accepted and ignored: timing is off unless --timing (kept so older scripts run)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -42,11 +45,8 @@ int cmd_compare(int argc, char** argv) {
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
 
   const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
-  const std::string early_device = choose_device(device_option).spec;
-  for (const std::string& spec : specs) {  // a bad spec fails before a long trace loads
-    std::unique_ptr<Device> device = make_device(early_device);
-    create_policy(spec, *device);
-  }
+  const DeviceSpec early_device = choose_device(device_option).device;
+  for (const std::string& spec : specs) check_policy_spec(spec, early_device);  // before a long trace loads
   check_start_state_option(start_option);
   const Trace trace = load_trace(trace_path, TraceReadOptions{.device_index = device_index});
   const TraceSummary summary = summarize(trace);
@@ -64,28 +64,31 @@ int cmd_compare(int argc, char** argv) {
   const DeviceChoice device = choose_device(device_option, trace);
   warn_capacity_options(device, specs, std::cerr);
 
-  RunSettings settings;
-  settings.device_spec = device.spec;
-  settings.check_invariants = vm.count("check-invariants") > 0;
-  settings.replay.start_state = choose_start_state(start_option, trace, specs);
+  ReplayOptions replay;
+  replay.start_state = choose_start_state(start_option, trace, specs);
   std::vector<ReplayResult> runs;
-  for (const std::string& spec : specs) runs.push_back(replay_policy(trace, spec, settings));
+  for (const std::string& spec : specs) {
+    ReplayObservers observers;
+    observers.check_invariants = vm.count("check-invariants") > 0;
+    observers.progress = terminal_progress(spec);
+    runs.push_back(run_replay(trace, spec, device.device, replay, observers));
+  }
   mark_recorded_settings(trace, runs);
   warn_about_start(trace, runs);
   runs = order_for_comparison(std::move(runs));
 
-  ReportOptions json_report;
-  json_report.include_stats = vm.count("stats") > 0;
+  // Like replay: wall-clock figures only on request, so the default output is the same bytes on
+  // every run.
+  ReportOptions report;
+  report.include_stats = vm.count("stats") > 0;
+  report.include_timing = vm.count("timing") > 0;
   if (!json_path.empty()) {
-    write_output(json_path, compare_json(trace, summary, device_description(device), runs, json_report).dump(2) + "\n");
+    write_output(json_path, compare_json(trace, summary, device_description(device), runs, report).dump(2) + "\n");
   }
   if (json_path != "-") {
-    ReportOptions table;
-    table.include_timing = vm.count("no-timing") == 0;
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
-                             summary.allocs, describe_choice(device),
-                             start_state_header(trace, settings.replay.start_state));
-    std::cout << compare_table(summary, runs, table);
+                             summary.allocs, describe_choice(device), start_state_header(trace, replay.start_state));
+    std::cout << compare_table(summary, runs, report);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {
       if (!r.ooms.empty()) {

@@ -9,7 +9,7 @@
 #include "cli/device_choice.hpp"
 #include "fraglab/diff.hpp"
 #include "fraglab/diff_report.hpp"
-#include "fraglab/policy.hpp"
+#include "fraglab/run_replay.hpp"
 
 namespace fraglab::cli {
 
@@ -38,7 +38,7 @@ int cmd_diff(int argc, char** argv) {
   if (paths.size() != 2) throw InputError(fmt::format("expected two traces (A and B), got {}", paths.size()));
   // One device for both sides (a recorded oom of either would change what is compared).
   const DeviceChoice device = choose_device(vm.count("device") ? std::optional(device_spec) : std::nullopt);
-  create_policy(spec, *make_device(device.spec));  // a bad spec fails before the traces are read
+  check_policy_spec(spec, device.device);  // a bad spec fails before the traces are read
   warn_capacity_options(device, {spec}, std::cerr);
   check_start_state_option(start_option);
   const TraceReadOptions read_options{.device_index = device_index};
@@ -50,8 +50,7 @@ int cmd_diff(int argc, char** argv) {
   const StartState start_b = choose_start_state(start_option, b, {spec});
   replay.start_state =
       start_a == StartState::Cold || start_b == StartState::Cold ? StartState::Cold : StartState::Recorded;
-  TraceDiff diff = diff_traces(
-      a, b, spec, [&device] { return make_device(device.spec); }, replay);
+  TraceDiff diff = diff_traces(a, b, spec, device.device, replay);
   diff.device = describe_choice(device);
   std::cerr << fmt::format("diff: {} and {} replayed under {} from the {} start state\n", a.name, b.name, spec,
                            start_state_name(replay.start_state));

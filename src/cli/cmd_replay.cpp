@@ -8,8 +8,9 @@
 
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/policy.hpp"
-#include "fraglab/replay.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/timeline.hpp"
 
 namespace fraglab::cli {
@@ -61,11 +62,8 @@ int cmd_replay(int argc, char** argv) {
   }
   // Check every policy spec and the device first: a bad option fails before a long trace loads.
   const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
-  const std::string early_device = choose_device(device_option).spec;
-  for (const std::string& spec : specs) {
-    std::unique_ptr<Device> device = make_device(early_device);
-    create_policy(spec, *device);
-  }
+  const DeviceSpec early_device = choose_device(device_option).device;
+  for (const std::string& spec : specs) check_policy_spec(spec, early_device);
   check_start_state_option(start_option);
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = load_trace(trace_path, read_options);
@@ -78,11 +76,9 @@ int cmd_replay(int argc, char** argv) {
   ReportOptions report;
   report.include_stats = vm.count("stats") > 0;
   report.include_timing = vm.count("timing") > 0;
-  RunSettings settings;
-  settings.device_spec = device.spec;
-  settings.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
-  settings.replay.start_state = choose_start_state(start_option, trace, specs);
-  settings.check_invariants = vm.count("check-invariants") > 0;
+  ReplayOptions replay;
+  replay.stop_on_oom = vm.count("stop-on-oom") > 0;
+  replay.start_state = choose_start_state(start_option, trace, specs);
 
   std::ofstream timeline;
   if (!timeline_path.empty()) {
@@ -94,7 +90,11 @@ int cmd_replay(int argc, char** argv) {
   for (const std::string& spec : specs) {
     std::unique_ptr<TimelineWriter> writer;
     if (timeline.is_open()) writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every);
-    results.push_back(replay_policy(trace, spec, settings, writer.get()));
+    ReplayObservers observers;
+    observers.check_invariants = vm.count("check-invariants") > 0;
+    observers.timeline = writer.get();
+    observers.progress = terminal_progress(spec);
+    results.push_back(run_replay(trace, spec, device.device, replay, observers));
   }
   mark_recorded_settings(trace, results);
   warn_about_start(trace, results);
@@ -105,8 +105,7 @@ int cmd_replay(int argc, char** argv) {
   }
   if (!json_to_stdout) {
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
-                             summary.allocs, describe_choice(device),
-                             start_state_header(trace, settings.replay.start_state));
+                             summary.allocs, describe_choice(device), start_state_header(trace, replay.start_state));
     std::cout << results_table(summary, results, report);
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : results) {

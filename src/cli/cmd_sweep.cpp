@@ -122,6 +122,8 @@ int cmd_sweep(int argc, char** argv) {
       "device_free at its recorded oom, else 80GiB)")("device-index", po::value(&device_index),
                                                       "snapshot device to read (multi-GPU snapshots)")(
       "stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")(
+      "check-invariants",
+      "check every replay with the invariant checker (as fraglab replay does); exit 1 on a violation")(
       "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
       "top", po::value(&top), "rows of the final table per trace (0 = all; default 25)")(
       "no-progress", "do not show progress on stderr");
@@ -184,7 +186,7 @@ int cmd_sweep(int argc, char** argv) {
       std::cerr << fmt::format(
           "sweep: {}: device {}: capacity {} from its recorded oom (reserved + device_free); "
           "--device overrides it\n",
-          trace.name, d.spec, format_bytes(d.capacity));
+          trace.name, d.spec(), format_bytes(d.capacity()));
     }
   }
   // Once for the sweep: on an assumed capacity if any trace has one (it is the same for all).
@@ -195,8 +197,17 @@ int cmd_sweep(int argc, char** argv) {
   SweepRunOptions run_options;
   run_options.threads = threads;
   run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
+  run_options.check_invariants = vm.count("check-invariants") > 0;
   // Every job brings its trace's device (below); this is only the fallback the runner wants.
-  run_options.make_device = [fallback = device_option.value_or("sim")] { return make_device(fallback); };
+  run_options.device = choose_device(device_option).device;
+  // The runs that broke an invariant (only those: a sweep keeps rows, not results), reported at
+  // the end as replay reports them, named by trace too.
+  std::vector<ReplayResult> violated;
+  auto keep_violations = [&violated](const Trace& trace, const ReplayResult& result) {
+    if (result.invariant_violations.value_or(0) == 0) return;
+    violated.push_back(result);
+    violated.back().policy = fmt::format("{}: {}", trace.name, result.policy);
+  };
   // The recorded settings of each recorded trace: the baseline improvements are stated against.
   // A grid point of the same policy is that baseline; otherwise they are replayed here, once, and
   // the run travels in the results file's metadata (so a merge of shards reports the same).
@@ -210,16 +221,15 @@ int cmd_sweep(int argc, char** argv) {
     const bool in_grid =
         std::any_of(settings.begin(), settings.end(), [&](const Setting& s) { return same_policy(s.spec, *recorded); });
     if (in_grid) continue;
-    const std::string device_of_trace = devices[t].spec;
-    std::vector<SweepJob> extra{
-        {&traces[t], *recorded, start_states[t], [device_of_trace] { return make_device(device_of_trace); }}};
+    std::vector<SweepJob> extra{{&traces[t], *recorded, start_states[t], devices[t].device}};
     SweepRunOptions one = run_options;
     one.threads = 1;
     run_sweep(extra, one, [&](std::size_t, const ReplayResult& result) {
+      keep_violations(traces[t], result);
       Setting setting;
       setting.values.assign(knob_keys.size(), std::nullopt);
       setting.spec = *recorded;
-      context.recorded_run = make_row(traces[t].name, devices[t].spec, setting, result);
+      context.recorded_run = make_row(traces[t].name, devices[t].spec(), setting, result);
     });
   }
   std::erase_if(contexts, [](const auto& entry) {
@@ -254,7 +264,7 @@ int cmd_sweep(int argc, char** argv) {
     for (std::size_t s = 0; s < settings.size(); ++s) {
       if (!shard.contains(t * settings.size() + s)) continue;
       ++in_shard;
-      const auto it = done.find(row_key(traces[t].name, devices[t].spec, settings[s].spec));
+      const auto it = done.find(row_key(traces[t].name, devices[t].spec(), settings[s].spec));
       if (it == done.end())
         pending.push_back({t, s});
       else
@@ -271,15 +281,14 @@ int cmd_sweep(int argc, char** argv) {
   std::vector<SweepJob> jobs;
   jobs.reserve(pending.size());
   for (const Pending& p : pending) {
-    const std::string spec = devices[p.trace].spec;
-    jobs.push_back(
-        {&traces[p.trace], settings[p.setting].spec, start_states[p.trace], [spec] { return make_device(spec); }});
+    jobs.push_back({&traces[p.trace], settings[p.setting].spec, start_states[p.trace], devices[p.trace].device});
   }
   ProgressPrinter progress(jobs.size(), vm.count("no-progress") == 0);
   std::size_t finished = 0;
   run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
-    rows.push_back(
-        make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec, settings[pending[i].setting], result));
+    keep_violations(traces[pending[i].trace], result);
+    rows.push_back(make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec(),
+                            settings[pending[i].setting], result));
     if (stream) stream->append(rows.back());
     progress.update(++finished);
   });
@@ -306,7 +315,7 @@ int cmd_sweep(int argc, char** argv) {
         "checks that all {} shards are there and names the grid's best\n",
         shard.index, shard.count, shard.count);
   }
-  return 0;
+  return report_invariant_violations(violated) ? 1 : 0;
 }
 
 }  // namespace fraglab::cli

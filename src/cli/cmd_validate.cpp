@@ -6,6 +6,7 @@
 #include "cli/common.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/validate.hpp"
+#include "fraglab/validate_report.hpp"
 
 namespace fraglab::cli {
 

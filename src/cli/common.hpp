@@ -1,4 +1,4 @@
-// Pieces shared by the subcommands: device creation, trace loading, output files.
+// Pieces shared by the subcommands: command lines, trace loading, output files.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -38,19 +38,6 @@ int cmd_compare(int argc, char** argv);
 bool parse_command_line(int argc, char** argv, const std::string& usage, const po::options_description& options,
                         const po::positional_options_description& positional, po::variables_map& vm);
 
-// "sim[:...]" -> a fresh device. Every replay gets its own.
-std::unique_ptr<Device> make_device(const std::string& spec);
-DeviceDescription describe_device(const std::string& spec);
-
-// How replay and compare run one policy spec over a trace.
-struct RunSettings {
-  std::string device_spec = "sim";
-  ReplayOptions replay;
-  bool check_invariants = false;  // attach an InvariantChecker (fraglab/invariants.hpp)
-};
-// One replay of `spec` on a fresh device; `extra` (a timeline writer) is observed too.
-ReplayResult replay_policy(const Trace& trace, const std::string& spec, const RunSettings& settings,
-                           ReplayObserver* extra = nullptr);
 // Every registered policy at its defaults, less those the trace cannot feed (a policy that needs
 // tags, on an untagged trace): one line each on why goes to `skipped`.
 std::vector<std::string> default_policy_specs(const Trace& trace, std::vector<std::string>& skipped);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <set>
 
-#include "cli/common.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/recorded_memory.hpp"
 #include "fraglab/sim_device.hpp"
@@ -17,8 +16,7 @@ namespace fraglab::cli {
 namespace {
 
 DeviceChoice from_spec(const std::string& spec, const std::string& label, const std::string& source) {
-  const DeviceDescription d = describe_device(spec);  // make_device's one-line error on a bad spec
-  return DeviceChoice{spec, label, d.capacity, d.external, source};
+  return DeviceChoice{parse_device_spec(spec), label, source};  // its one-line error on a bad spec
 }
 
 }  // namespace
@@ -44,11 +42,11 @@ DeviceChoice choose_device(const std::optional<std::string>& device_option, cons
 }
 
 std::string describe_choice(const DeviceChoice& choice) {
-  return fmt::format("{}, capacity {} ({})", choice.label, format_bytes(choice.capacity), choice.source);
+  return fmt::format("{}, capacity {} ({})", choice.label, format_bytes(choice.capacity()), choice.source);
 }
 
 DeviceDescription device_description(const DeviceChoice& choice) {
-  return DeviceDescription{"sim", choice.capacity, choice.external, choice.source};
+  return DeviceDescription{"sim", choice.capacity(), choice.device.external(), choice.source};
 }
 
 std::vector<std::string> capacity_options(const std::string& spec) {
@@ -84,7 +82,7 @@ void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::st
       err << fmt::format(
           "warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
           "sim:<your GPU's memory> (assumed {})\n",
-          option, format_bytes(choice.capacity));
+          option, format_bytes(choice.capacity()));
     }
   }
 }
@@ -94,7 +92,7 @@ void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom, std::o
   err << fmt::format(
       "note: the out-of-memory errors depend on the device's capacity, and none was given (assumed "
       "{}): pass --device sim:<your GPU's memory>\n",
-      format_bytes(choice.capacity));
+      format_bytes(choice.capacity()));
 }
 
 }  // namespace fraglab::cli

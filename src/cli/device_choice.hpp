@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fraglab/device_spec.hpp"
 #include "fraglab/report.hpp"
 #include "fraglab/trace.hpp"
 
@@ -18,11 +19,11 @@ inline constexpr const char* kSourceRecordedOom = "recorded oom";
 inline constexpr const char* kSourceDefault = "default";
 
 struct DeviceChoice {
-  std::string spec;   // what make_device builds: the --device text, "sim:<N>B", or "sim"
-  std::string label;  // what the user sees as the device: the --device text, else "sim"
-  Bytes capacity = 0;
-  Bytes external = 0;
+  DeviceSpec device;   // what every run builds: the --device text, "sim:<N>B", or "sim"
+  std::string label;   // what the user sees as the device: the --device text, else "sim"
   std::string source;  // kSourceOption, kSourceRecordedOom or kSourceDefault
+  const std::string& spec() const { return device.text; }
+  Bytes capacity() const { return device.capacity(); }
   bool assumed() const { return source == kSourceDefault; }
 };
 

@@ -17,7 +17,7 @@
 #include "fraglab/policy.hpp"
 #include "fraglab/recorded_memory.hpp"
 #include "fraglab/replay.hpp"
-#include "fraglab/report.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/start_state.hpp"
 
@@ -227,8 +227,7 @@ const StartBlock* undetermined_cause(const InitialState& initial, const std::vec
 // One replay of the prepared run and its comparison with the record.
 struct Attempt {
   PreparedRun run;
-  std::unique_ptr<SimDevice> device;
-  std::unique_ptr<Policy> policy;
+  std::unique_ptr<PolicyOnDevice> replay;               // kept: the report reads the policy's segments after the run
   std::vector<Divergence> divergences;                  // the first of each category
   std::optional<SegmentAction> first_segment_recorded;  // the recorded side of a segment divergence
   std::vector<std::optional<Addr>> simulated_addrs;     // per prepared event: the block handed out
@@ -242,10 +241,10 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
   a.run = prepare(trace, available, gc_configured, forced_flushes);
   PreparedRun& run = a.run;
   report.empty_cache_inferred = run.empty_cache_inferred;
-  a.device = std::make_unique<SimDevice>(SimDeviceConfig{.capacity = capacity, .external = capacity - available});
-  SimDevice& device = *a.device;
-  a.policy = create_policy(spec, device);
-  Policy& policy = *a.policy;
+  a.replay = std::make_unique<PolicyOnDevice>(
+      spec, device_spec(SimDeviceConfig{.capacity = capacity, .external = capacity - available}));
+  // A sim spec builds a SimDevice, the one device that takes address hints.
+  SimDevice& device = dynamic_cast<SimDevice&>(a.replay->device());
 
   // Hand out the recorded addresses: every segment_alloc in order, and for expandable segments
   // the first mapped address of each virtual range (ranges grow from their lowest address).
@@ -281,9 +280,7 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
 
   CallRecorder recorder;
   device.add_listener(&recorder);
-  Replayer replayer(run.trace, policy, device);
-  replayer.add_observer(&recorder);
-  const ReplayResult result = replayer.run(spec);
+  const ReplayResult result = a.replay->run(run.trace, {}, {.extra = {&recorder}});
   device.remove_listener(&recorder);
 
   report.segment_events_simulated = recorder.actions.size();
@@ -481,7 +478,7 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   const RunAssumptions assumed = assume(trace, options, report);
   Attempt a = converge(trace, assumed, report.available_bytes);
   const PreparedRun& run = a.run;
-  const Policy& policy = *a.policy;
+  const Policy& policy = a.replay->policy();
   std::vector<Divergence>& divergences = a.divergences;
   using Counter = std::uint64_t ValidationReport::*;
   for (Counter field : {&ValidationReport::segment_events_recorded, &ValidationReport::segment_events_simulated,
@@ -585,77 +582,6 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
         fmt::format("{} empty_cache() calls inferred from bursts of segment frees", report.empty_cache_inferred));
   }
   return report;
-}
-
-nlohmann::json validation_json(const ValidationReport& r) {
-  nlohmann::json j = {
-      {"policy", r.policy},
-      {"exact", r.exact},
-      {"segment_events_recorded", r.segment_events_recorded},
-      {"segment_events_simulated", r.segment_events_simulated},
-      {"segment_events_matched", r.segment_events_matched},
-      {"allocs_recorded", r.allocs_recorded},
-      {"alloc_addresses_matched", r.alloc_addresses_matched},
-      {"reserved_checks", r.reserved_checks},
-      {"reserved_matched", r.reserved_matched},
-      {"reserved_at_start", r.reserved_at_start},
-      {"peak_reserved_recorded", r.peak_reserved_recorded},
-      {"peak_reserved_simulated", r.peak_reserved_simulated},
-      {"ooms_recorded", r.ooms_recorded},
-      {"ooms_simulated", r.ooms_simulated},
-      {"retries_simulated", r.retries_simulated},
-      {"empty_cache_inferred", r.empty_cache_inferred},
-      {"available_bytes", r.available_bytes},
-      {"available_source", r.available_source},
-      {"notes", r.notes},
-  };
-  nlohmann::json blocks = nlohmann::json::array();
-  for (const StartBlock& b : r.undetermined_blocks) {
-    blocks.push_back({{"id", b.id},
-                      {"addr", b.addr},
-                      {"requested", b.requested},
-                      {"min_size", b.min_size},
-                      {"max_size", b.max_size},
-                      {"chosen", b.chosen},
-                      {"evidence", b.evidence}});
-  }
-  j["undetermined_blocks"] = std::move(blocks);
-  if (r.first_divergence) {
-    const Divergence& d = *r.first_divergence;
-    j["first_divergence"] = {{"event_index", d.event_index},
-                             {"category", d.category},
-                             {"recorded", d.recorded},
-                             {"simulated", d.simulated},
-                             {"context", d.context},
-                             {"state", d.state},
-                             {"cause", d.cause.empty() ? "model" : "start state undetermined"},
-                             {"cause_detail", d.cause}};
-  } else {
-    j["first_divergence"] = nullptr;
-  }
-  return j;
-}
-
-std::string validation_text(const ValidationReport& r) {
-  std::string out = fmt::format("{}: {}\n", r.exact ? "EXACT" : "DIVERGES", r.policy);
-  out += fmt::format("  segment events  {:>8} recorded {:>8} simulated {:>8} matched\n", r.segment_events_recorded,
-                     r.segment_events_simulated, r.segment_events_matched);
-  out += fmt::format("  alloc addresses {:>8} recorded {:>8} matched\n", r.allocs_recorded, r.alloc_addresses_matched);
-  out += fmt::format("  reserved bytes  {:>8} requests checked {:>8} matched\n", r.reserved_checks, r.reserved_matched);
-  out += fmt::format("  reserved at start {} B; peak reserved {} B recorded, {} B simulated\n", r.reserved_at_start,
-                     r.peak_reserved_recorded, r.peak_reserved_simulated);
-  out += fmt::format("  ooms {} recorded, {} simulated; {} retries simulated; memory obtainable {} B ({})\n",
-                     r.ooms_recorded, r.ooms_simulated, r.retries_simulated, r.available_bytes, r.available_source);
-  for (const std::string& note : r.notes) out += "  note: " + note + "\n";
-  if (r.first_divergence) {
-    const Divergence& d = *r.first_divergence;
-    out += fmt::format("first divergence at event {} ({}):\n  recorded:  {}\n  simulated: {}\n", d.event_index,
-                       d.category, d.recorded, d.simulated);
-    if (!d.cause.empty()) out += "  cause: " + d.cause + "\n";
-    for (const std::string& line : d.context) out += "  " + line + "\n";
-    out += "  " + d.state + "\n";
-  }
-  return out;
 }
 
 }  // namespace fraglab

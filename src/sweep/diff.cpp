@@ -7,7 +7,6 @@
 #include <unordered_map>
 
 #include "fraglab/diff.hpp"
-#include "fraglab/report.hpp"
 
 namespace fraglab {
 namespace {
@@ -86,7 +85,7 @@ TraceDivergence first_divergence(const Trace& a, const ReplayProfile& pa, const 
   return d;
 }
 
-TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceFactory& make_device,
+TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceSpec& device,
                       const ReplayOptions& options) {
   TraceDiff diff;
   diff.policy = spec;
@@ -97,12 +96,12 @@ TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, c
   {
     std::jthread other([&] {
       try {
-        diff.b = profile_replay(b, spec, make_device, options);
+        diff.b = profile_replay(b, spec, device, options);
       } catch (...) {
         error_b = std::current_exception();
       }
     });
-    diff.a = profile_replay(a, spec, make_device, options);
+    diff.a = profile_replay(a, spec, device, options);
   }
   if (error_b) std::rethrow_exception(error_b);
   diff.divergence = first_divergence(a, diff.a, b, diff.b);

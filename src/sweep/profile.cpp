@@ -11,6 +11,7 @@
 
 #include "fraglab/diff.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/run_replay.hpp"
 
 namespace fraglab {
 
@@ -179,14 +180,10 @@ ReplayProfile ProfileRecorder::take(ReplayResult result) {
   return p;
 }
 
-ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceFactory& make_device,
+ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceSpec& device,
                              const ReplayOptions& options) {
-  std::unique_ptr<Device> device = make_device();
-  std::unique_ptr<Policy> policy = create_policy(spec, *device);
   ProfileRecorder recorder;
-  Replayer replayer(trace, *policy, *device, options);
-  replayer.add_observer(&recorder);
-  ReplayResult result = replayer.run(spec);
+  ReplayResult result = run_replay(trace, spec, device, options, {.extra = {&recorder}});
   return recorder.take(std::move(result));
 }
 

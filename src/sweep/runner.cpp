@@ -1,7 +1,7 @@
 // run_sweep: replays independent jobs on a pool of worker threads.
 //
 // Sharing: each trace is parsed once by the caller and only read here (Replayer takes it by const
-// reference); every run builds its own Device and Policy, and the PolicyRegistry is read-only
+// reference); every run builds its own Device and Policy (run_replay), and the PolicyRegistry is read-only
 // after static initialisation, so workers share nothing mutable but the job counter and the
 // completion callback, which runs under one mutex.
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "fraglab/policy.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/sweep.hpp"
 
 namespace fraglab {
@@ -29,12 +29,10 @@ void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options
       if (i >= jobs.size()) return;
       try {
         const SweepJob& job = jobs[i];
-        std::unique_ptr<Device> device = job.make_device ? job.make_device() : options.make_device();
-        std::unique_ptr<Policy> policy = create_policy(job.spec, *device);
         ReplayOptions replay = options.replay;
         replay.start_state = job.start_state;
-        Replayer replayer(*job.trace, *policy, *device, replay);
-        const ReplayResult result = replayer.run(job.spec);
+        const ReplayResult result = run_replay(*job.trace, job.spec, job.device ? *job.device : options.device, replay,
+                                               {.check_invariants = options.check_invariants});
         std::lock_guard lock(mutex);
         if (!error) on_done(i, result);
       } catch (...) {

@@ -204,5 +204,19 @@ TEST(CheckCli, BadInputIsExit2) {
   EXPECT_EQ(neither.status, 2);
 }
 
+// --check-invariants watches check's replays as it does replay's: a clean sample passes as it
+// does without it; with --results there is nothing to watch, which is bad input.
+TEST(CheckCli, CheckInvariantsWatchesTheReplays) {
+  const std::string baseline = std::string(FRAGLAB_SOURCE_DIR) + "/traces/baselines/two-phase.json";
+  const auto plain = run_fraglab("check " + kSample + " --baseline " + baseline);
+  const auto checked = run_fraglab("check " + kSample + " --baseline " + baseline + " --check-invariants");
+  ASSERT_EQ(plain.status, 0) << plain.out << plain.err;
+  EXPECT_EQ(checked.status, 0) << checked.out << checked.err;
+  EXPECT_EQ(checked.out, plain.out);
+  const auto no_replay = run_fraglab("check --results " + baseline + " --baseline " + baseline + " --check-invariants");
+  EXPECT_EQ(no_replay.status, 2);
+  EXPECT_NE(no_replay.err.find("--check-invariants checks replays"), std::string::npos) << no_replay.err;
+}
+
 }  // namespace
 }  // namespace fraglab

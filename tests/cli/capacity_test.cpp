@@ -67,7 +67,7 @@ TEST(Capacity, DefaultIsNamedInTheHeaderAndTheJson) {
 
 TEST(Capacity, DeviceOptionIsNamedInTheHeaderAndTheJson) {
   const std::string trace = trace_file("plain.jsonl", kPlainTrace);
-  const CommandResult table = run_fraglab("compare " + trace + " -p nocache --device sim:52GiB --no-timing");
+  const CommandResult table = run_fraglab("compare " + trace + " -p nocache --device sim:52GiB");
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_EQ(first_line(table.out), "trace plain: 4 events, 2 allocs; device sim:52GiB, capacity 52.00 GiB (--device)");
   const CommandResult json = run_fraglab("compare " + trace + " -p nocache --device sim:52GiB --json -");

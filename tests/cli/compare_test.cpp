@@ -45,15 +45,40 @@ TEST(Compare, ListsTheLowerBoundAndOrdersRunsByPeakReserved) {
 }
 
 TEST(Compare, TableHasTheBoundRowAndTheDefaultSetIncludesExpandableSegments) {
-  const CommandResult r = run_fraglab("compare " + tiny_trace().string() + " --no-timing");
+  const CommandResult r = run_fraglab("compare " + tiny_trace().string());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("lower_bound (peak requested)         30.00 MiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("pytorch:expandable_segments:True"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("time_s"), std::string::npos);
   // The trace has no tags: a policy that packs tagged tensors is left out, with the reason.
   EXPECT_NE(r.out.find("gemini: left out"), std::string::npos) << r.out;
-  const CommandResult again = run_fraglab("compare " + tiny_trace().string() + " --no-timing");
+  const CommandResult again = run_fraglab("compare " + tiny_trace().string());
   EXPECT_EQ(r.out, again.out);
+}
+
+// Like replay, compare shows wall-clock figures only with --timing; --no-timing (once needed for
+// byte-identical output) is still accepted and changes nothing.
+TEST(Compare, TimingIsOffUnlessAsked) {
+  const std::string base = "compare " + tiny_trace().string() + " -p nocache -p pytorch";
+  const CommandResult plain = run_fraglab(base);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("time_s"), std::string::npos) << plain.out;
+  const CommandResult old_flag = run_fraglab(base + " --no-timing");
+  ASSERT_EQ(old_flag.status, 0) << old_flag.err;
+  EXPECT_EQ(old_flag.out, plain.out);
+
+  const CommandResult timed = run_fraglab(base + " --timing");
+  ASSERT_EQ(timed.status, 0) << timed.err;
+  EXPECT_NE(timed.out.find("time_s"), std::string::npos) << timed.out;
+
+  const auto json = nlohmann::json::parse(run_fraglab(base + " --json -").out);
+  for (const auto& run : json["runs"]) EXPECT_FALSE(run.contains("replay_seconds")) << run["policy"];
+  const auto timed_json = nlohmann::json::parse(run_fraglab(base + " --timing --json -").out);
+  for (const auto& run : timed_json["runs"]) EXPECT_TRUE(run.contains("replay_seconds")) << run["policy"];
+  // replay agrees: nothing timed by default, timed with --timing.
+  EXPECT_EQ(run_fraglab("replay " + tiny_trace().string() + " -p nocache").out.find("Mevents/s"), std::string::npos);
+  EXPECT_NE(run_fraglab("replay " + tiny_trace().string() + " -p nocache --timing").out.find("Mevents/s"),
+            std::string::npos);
 }
 
 TEST(Compare, BadSpecIsAnInputError) {

@@ -23,7 +23,7 @@ const std::string kTwoGpus = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/two-
 // Every command that reads a trace, with the trace's place marked @ (diff twice: as A and as B).
 const std::vector<std::string> kCommands = {
     "replay @",
-    "compare @ --no-timing",  // wall time is the one part of its output that varies
+    "compare @",
     "validate @",
     "inspect @",
     "convert @ --overwrite -o " + (scratch_dir("input-errors") / "out.jsonl").string(),

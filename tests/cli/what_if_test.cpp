@@ -81,7 +81,7 @@ TEST(WhatIf, InferredEmptyCacheIsAnEventOfTheTrace) {
 
 TEST(WhatIf, CompareAddsTheRecordedSettingsAndStartsCold) {
   FRAGLAB_NEEDS_REAL_TRACE(kReal);
-  const auto r = run_fraglab("compare " + kReal + "gpt2medium-ctx128-train-cutoff.pickle -p nocache --no-timing");
+  const auto r = run_fraglab("compare " + kReal + "gpt2medium-ctx128-train-cutoff.pickle -p nocache");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("pytorch (recorded settings)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("start state cold"), std::string::npos) << r.out;

@@ -9,6 +9,7 @@
 #include "fraglab/sim_device.hpp"
 #include "fraglab/trace_io.hpp"
 #include "fraglab/validate.hpp"
+#include "fraglab/validate_report.hpp"
 #include "support/real_traces.hpp"
 
 namespace fraglab {

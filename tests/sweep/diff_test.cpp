@@ -11,7 +11,7 @@ namespace fraglab {
 namespace {
 
 const std::string kSamples = std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/";
-std::unique_ptr<Device> sim() { return std::make_unique<SimDevice>(); }
+const DeviceSpec sim;  // the default 80 GiB sim device
 
 const SpanProfile* span(const ReplayProfile& p, const std::string& step, const std::string& phase) {
   for (const SpanProfile& s : p.spans) {

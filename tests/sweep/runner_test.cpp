@@ -14,8 +14,6 @@ namespace {
 
 const std::string kSamples = std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/";
 
-std::unique_ptr<Device> sim() { return std::make_unique<SimDevice>(); }
-
 TEST(Runner, ResultsDoNotDependOnThreads) {
   const Trace a = read_trace(kSamples + "two-phase.jsonl");
   const Trace b = read_trace(kSamples + "streams.jsonl");
@@ -38,7 +36,6 @@ TEST(Runner, ResultsDoNotDependOnThreads) {
   for (unsigned threads : {1u, 2u, 4u}) {
     SweepRunOptions options;
     options.threads = threads;
-    options.make_device = sim;
     std::map<size_t, Metrics> got;
     run_sweep(jobs, options, [&](size_t i, const ReplayResult& r) {
       EXPECT_TRUE(got.emplace(i, r.metrics).second) << "job " << i << " reported twice";
@@ -61,7 +58,6 @@ TEST(Runner, FirstErrorStopsTheSweepAndIsRethrown) {
   jobs[3].spec = "no-such-policy";
   SweepRunOptions options;
   options.threads = 2;
-  options.make_device = sim;
   size_t reported = 0;
   EXPECT_THROW(run_sweep(jobs, options, [&](size_t, const ReplayResult&) { ++reported; }), InputError);
   EXPECT_LT(reported, jobs.size());
@@ -72,7 +68,6 @@ TEST(Runner, FirstErrorStopsTheSweepAndIsRethrown) {
 
 TEST(Runner, NoJobsIsFine) {
   SweepRunOptions options;
-  options.make_device = sim;
   run_sweep({}, options, [](size_t, const ReplayResult&) { FAIL(); });
 }
 

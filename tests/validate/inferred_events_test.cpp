@@ -8,6 +8,7 @@
 
 #include "fraglab/trace_io.hpp"
 #include "fraglab/validate.hpp"
+#include "fraglab/validate_report.hpp"
 #include "support/events.hpp"
 
 namespace fraglab {

@@ -15,6 +15,7 @@
 #include "fraglab/sim_device.hpp"
 #include "fraglab/trace_io.hpp"
 #include "fraglab/validate.hpp"
+#include "fraglab/validate_report.hpp"
 
 namespace fraglab {
 namespace {

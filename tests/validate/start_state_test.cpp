@@ -5,6 +5,7 @@
 
 #include "fraglab/start_state.hpp"
 #include "fraglab/validate.hpp"
+#include "fraglab/validate_report.hpp"
 #include "support/events.hpp"
 
 namespace fraglab {

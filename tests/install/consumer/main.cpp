@@ -4,8 +4,7 @@
 #include <exception>
 
 #include "fraglab/policy.hpp"
-#include "fraglab/replay.hpp"
-#include "fraglab/sim_device.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/trace_io.hpp"
 
 int main(int argc, char** argv) {
@@ -15,12 +14,11 @@ int main(int argc, char** argv) {
   }
   try {
     std::printf("policies:");
-    for (const fraglab::PolicyInfo* info : fraglab::PolicyRegistry::instance().all()) std::printf(" %s", info->name.c_str());
+    for (const fraglab::PolicyInfo* info : fraglab::PolicyRegistry::instance().all())
+      std::printf(" %s", info->name.c_str());
     std::printf("\n");
     const fraglab::Trace trace = fraglab::read_trace(argv[1]);
-    fraglab::SimDevice device;
-    auto policy = fraglab::create_policy(argv[2], device);
-    const fraglab::ReplayResult result = fraglab::Replayer(trace, *policy, device).run(argv[2]);
+    const fraglab::ReplayResult result = fraglab::run_replay(trace, argv[2], fraglab::parse_device_spec("sim"));
     std::printf("peak_reserved_bytes %llu\n", static_cast<unsigned long long>(result.metrics.peak_reserved));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "consumer: %s\n", e.what());

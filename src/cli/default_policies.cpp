@@ -1,34 +1,14 @@
-// Running one policy over a trace the way replay and compare do: a fresh device per run, the
-// invariant checker attached on request.
+// Which policies replay and compare run by default, and how they report invariant violations
+// (the runs themselves go through run_replay, fraglab/run_replay.hpp).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <iostream>
 
 #include "cli/common.hpp"
-#include "fraglab/invariants.hpp"
 #include "fraglab/policy.hpp"
 
 namespace fraglab::cli {
-
-ReplayResult replay_policy(const Trace& trace, const std::string& spec, const RunSettings& settings,
-                           ReplayObserver* extra) {
-  std::unique_ptr<Device> device = make_device(settings.device_spec);
-  std::unique_ptr<Policy> policy = create_policy(spec, *device);
-  Replayer replayer(trace, *policy, *device, settings.replay);
-  if (extra != nullptr) replayer.add_observer(extra);
-  std::unique_ptr<InvariantChecker> checker;
-  if (settings.check_invariants) {
-    checker = std::make_unique<InvariantChecker>(*device);
-    replayer.add_observer(checker.get());
-  }
-  ReplayResult result = replayer.run(spec);
-  if (checker) {
-    result.invariant_violations = checker->violation_count();
-    result.invariant_messages = checker->violations();
-  }
-  return result;
-}
 
 std::vector<std::string> default_policy_specs(const Trace& trace, std::vector<std::string>& skipped) {
   const bool tagged = std::any_of(trace.events.begin(), trace.events.end(),

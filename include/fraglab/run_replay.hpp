@@ -1,0 +1,71 @@
+// run_replay: the one way a command, a sweep, a benchmark or validation replays a trace. It
+// builds a fresh Device from its description and the Policy from its spec, attaches the
+// observers asked for, runs the Replayer once and returns its result. Building happens once per
+// run, never per event, so the loop costs what the Replayer alone costs.
+//
+// Observers compose (design.md "Style": behaviour added by composition): each is optional, and
+// they see the events in this order: the extra observers in the order given (the timeline first),
+// then the invariant checker, then the progress callback.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fraglab/device_spec.hpp"
+#include "fraglab/policy.hpp"
+#include "fraglab/replay.hpp"
+#include "fraglab/trace.hpp"
+
+namespace fraglab {
+
+class TimelineWriter;
+
+// Called with (events replayed so far, events in the trace).
+using ReplayProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+struct ReplayObservers {
+  // Attach an InvariantChecker (fraglab/invariants.hpp) to the run and its device; its count and
+  // first messages go into ReplayResult::invariant_violations / invariant_messages.
+  bool check_invariants = false;
+  TimelineWriter* timeline = nullptr;
+  // Called every `progress_every` events and once at the end (only when set).
+  ReplayProgress progress = {};
+  std::uint64_t progress_every = std::uint64_t{1} << 16;
+  // Anything else that watches the run (a profile recorder, validation's call recorder).
+  std::vector<ReplayObserver*> extra = {};
+};
+
+// A policy on its own fresh device, built from their descriptions, for the callers that need
+// them around the run: validation hints the recorded addresses to the device before it and reads
+// the policy's segments after it. run_replay() is this for everyone else. Movable; run() once.
+class PolicyOnDevice {
+ public:
+  // Throws InputError (one line) on a bad policy spec.
+  PolicyOnDevice(std::string_view policy_spec, const DeviceSpec& device);
+
+  Device& device() { return *device_; }
+  Policy& policy() { return *policy_; }
+  const Policy& policy() const { return *policy_; }
+
+  ReplayResult run(const Trace& trace, const ReplayOptions& options = {}, const ReplayObservers& observers = {});
+
+ private:
+  std::string spec_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Policy> policy_;
+};
+
+// One replay of `trace` under `policy_spec` on a fresh device described by `device`. Throws
+// InputError (one line) on a bad policy spec.
+ReplayResult run_replay(const Trace& trace, std::string_view policy_spec, const DeviceSpec& device,
+                        const ReplayOptions& options = {}, const ReplayObservers& observers = {});
+
+// Builds the policy once on a scratch device and drops it: the InputError run_replay would throw
+// on a bad spec, before a long trace is read.
+void check_policy_spec(std::string_view policy_spec, const DeviceSpec& device);
+
+}  // namespace fraglab

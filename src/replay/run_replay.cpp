@@ -1,0 +1,64 @@
+// run_replay and PolicyOnDevice: see fraglab/run_replay.hpp.
+#include "fraglab/run_replay.hpp"
+
+#include <optional>
+
+#include "fraglab/invariants.hpp"
+#include "fraglab/timeline.hpp"
+
+namespace fraglab {
+namespace {
+
+// Reports progress every `every` events and once when the replay ends. One counter compare per
+// event, so attaching it costs nothing measurable.
+class ProgressObserver final : public ReplayObserver {
+ public:
+  ProgressObserver(const ReplayProgress& report, std::uint64_t every)
+      : report_(report), every_(every > 0 ? every : 1) {}
+
+  void on_start(const Trace& trace, const Policy& /*policy*/) override { total_ = trace.events.size(); }
+  void on_event(const ReplayPoint& /*point*/) override {
+    if (++done_ % every_ == 0) report_(done_, total_);
+  }
+  void on_finish() override { report_(done_, total_); }
+
+ private:
+  const ReplayProgress& report_;
+  std::uint64_t every_;
+  std::uint64_t done_ = 0;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace
+
+PolicyOnDevice::PolicyOnDevice(std::string_view policy_spec, const DeviceSpec& device)
+    : spec_(policy_spec), device_(make_device(device)), policy_(create_policy(policy_spec, *device_)) {}
+
+ReplayResult PolicyOnDevice::run(const Trace& trace, const ReplayOptions& options, const ReplayObservers& observers) {
+  Replayer replayer(trace, *policy_, *device_, options);
+  if (observers.timeline != nullptr) replayer.add_observer(observers.timeline);
+  for (ReplayObserver* observer : observers.extra) replayer.add_observer(observer);
+  // Registers itself with the device for the run, and unregisters when it goes out of scope.
+  std::optional<InvariantChecker> checker;
+  if (observers.check_invariants) replayer.add_observer(&checker.emplace(*device_));
+  std::optional<ProgressObserver> progress;
+  if (observers.progress) replayer.add_observer(&progress.emplace(observers.progress, observers.progress_every));
+
+  ReplayResult result = replayer.run(spec_);
+  if (checker) {
+    result.invariant_violations = checker->violation_count();
+    result.invariant_messages = checker->violations();
+  }
+  return result;
+}
+
+ReplayResult run_replay(const Trace& trace, std::string_view policy_spec, const DeviceSpec& device,
+                        const ReplayOptions& options, const ReplayObservers& observers) {
+  return PolicyOnDevice(policy_spec, device).run(trace, options, observers);
+}
+
+void check_policy_spec(std::string_view policy_spec, const DeviceSpec& device) {
+  const PolicyOnDevice scratch(policy_spec, device);
+}
+
+}  // namespace fraglab
