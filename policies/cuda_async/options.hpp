@@ -11,7 +11,7 @@ namespace fraglab::cuda_async {
 inline constexpr Bytes kNoTrim = std::numeric_limits<Bytes>::max();  // ReleaseThreshold UINT64_MAX
 
 // Which `mark` events of the trace stand for a device synchronisation.
-enum class SyncOnMark { Step, All, None };
+enum class SyncOnMark { Step, All, None };  // in the order parse_options names them
 
 struct Options {
   // cudaMemPoolAttrReleaseThreshold: at a synchronisation point, free pages are released until
@@ -26,7 +26,8 @@ struct Options {
   SyncOnMark sync_on_mark = SyncOnMark::Step;
 };
 
-// Throws InputError naming the policy, the key and the accepted values.
+// Throws InputError naming the policy, the key and the accepted values. The defaults are the
+// registered ones (cuda_async.cpp); the initialisers above say the same.
 Options parse_options(std::string_view text);
 
 }  // namespace fraglab::cuda_async

@@ -2,6 +2,8 @@
 // models and where each decision comes from: allocator.hpp.
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "fraglab/policy.hpp"
 #include "gmlake/allocator.hpp"
 
@@ -41,6 +43,14 @@ class GmlakePolicy final : public Policy {
   }
   std::vector<SegmentView> segments() const override { return allocator_.segments(); }
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
+  std::vector<std::string> audit() const override {
+    try {
+      allocator_.audit();
+    } catch (const std::logic_error& broken) {
+      return {broken.what()};
+    }
+    return {};
+  }
   std::vector<std::string> notes() const override {
     const gmlake::Options& o = allocator_.options();
     if (o.vmm_defragment) return {};
