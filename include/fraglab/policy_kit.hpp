@@ -148,4 +148,8 @@ class AuditLog {
   std::vector<std::string> problems_;
 };
 
+// Checks a policy's segments() listing: segments in address order do not overlap, and the pieces
+// of each tile it exactly, in address order.
+void audit_segments(AuditLog& log, const std::vector<SegmentView>& segments);
+
 }  // namespace fraglab::kit

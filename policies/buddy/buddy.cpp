@@ -141,37 +141,26 @@ class BuddyPolicy final : public kit::RetryingPolicy {
   // block's buddy free in the same order; the byte counters match the blocks.
   std::vector<std::string> audit() const override {
     kit::AuditLog log("buddy");
-    std::vector<std::pair<Addr, Bytes>> pieces(live_.begin(), live_.end());
-    Bytes free_seen = 0, live_seen = 0;
-    for (const auto& [addr, size] : live_) live_seen += size;
-    for (unsigned k = 0; k <= max_order_; ++k) {
+    const std::vector<SegmentView> views = segments();
+    kit::audit_segments(log, views);
+    Bytes free_seen = 0, allocated_seen = 0;
+    for (const SegmentView& s : views) {
+      for (const SegmentView::Piece& p : s.blocks) {
+        (p.allocated ? allocated_seen : free_seen) += p.size;
+        log.require((p.addr - s.addr) % p.size == 0, [&] { return fmt::format("block 0x{:x} misaligned", p.addr); });
+      }
+    }
+    for (unsigned k = 0; k < max_order_; ++k) {
       for (Addr addr : free_by_order_[k]) {
-        const Bytes size = min_block_ << k;
-        free_seen += size;
-        pieces.emplace_back(addr, size);
-        const auto top = top_blocks_.upper_bound(addr);
-        const Addr base = top == top_blocks_.begin() ? 0 : *std::prev(top);
-        log.require(k == max_order_ || !free_by_order_[k].contains(base + ((addr - base) ^ size)),
+        if (top_blocks_.upper_bound(addr) == top_blocks_.begin()) continue;  // audit_segments flags it
+        const Addr base = top_block_of(addr);
+        log.require(!free_by_order_[k].contains(base + ((addr - base) ^ (min_block_ << k))),
                     [&] { return fmt::format("free block 0x{:x} of order {} has its buddy free", addr, k); });
       }
     }
-    std::sort(pieces.begin(), pieces.end());
-    auto piece = pieces.begin();
-    for (Addr base : top_blocks_) {
-      Addr at = base;
-      for (; piece != pieces.end() && piece->first < base + top_size_; ++piece) {
-        log.require(piece->first == at && (piece->first - base) % piece->second == 0,
-                    [&] { return fmt::format("top-level block 0x{:x} not tiled at 0x{:x}", base, at); });
-        at = piece->first + piece->second;
-      }
-      log.require(at == base + top_size_, [&] { return fmt::format("top-level block 0x{:x} not tiled", base); });
-    }
-    log.require(piece == pieces.end(), [] { return std::string("blocks outside every top-level block"); });
-    Bytes own_bytes = 0;
-    for (const auto& [addr, size] : own_mallocs_) own_bytes += size;
-    log.require(free_seen == free_bytes_ && live_seen + own_bytes == allocated_, [&] {
+    log.require(free_seen == free_bytes_ && allocated_seen == allocated_, [&] {
       return fmt::format("counters say {} free and {} allocated bytes, the blocks {} and {}", free_bytes_, allocated_,
-                         free_seen, live_seen + own_bytes);
+                         free_seen, allocated_seen);
     });
     return log.take();
   }

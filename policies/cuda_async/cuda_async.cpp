@@ -49,9 +49,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "common/mapped_pages.hpp"
-#include "cuda_async/options.hpp"
 #include "cuda_async/stream_free_space.hpp"
 #include "fraglab/policy_kit.hpp"
 
@@ -59,8 +59,31 @@ namespace fraglab::cuda_async {
 namespace {
 
 constexpr Bytes kRounding = 512;
+constexpr Bytes kNoTrim = std::numeric_limits<Bytes>::max();  // ReleaseThreshold UINT64_MAX
 using kit::align_down;
 using kit::align_up;
+
+// Which `mark` events of the trace stand for a device synchronisation.
+enum class SyncOnMark { Step, All, None };  // in the order parse_options names them
+
+// The options, named as the pool attributes they set (their defaults: the registration below).
+struct Options {
+  Bytes release_threshold;     // cudaMemPoolAttrReleaseThreshold; PyTorch sets UINT64_MAX (never trim)
+  bool opportunistic;          // cudaMemPoolReuseAllowOpportunistic
+  bool internal_dependencies;  // cudaMemPoolReuseAllowInternalDependencies
+  SyncOnMark sync_on_mark;
+};
+
+Options parse_options(std::string_view text) {
+  const kit::OptionReader reader = kit::OptionReader::of("cuda_async", text);
+  return Options{
+      reader.get<Bytes>("release_threshold", "a byte size (e.g. 0, 512MiB, 4GiB) or 'max'",
+                        [](std::string_view v) { return v == "max" ? kNoTrim : kit::parse_bytes(v); }),
+      reader.flag("opportunistic"),
+      reader.flag("internal_dependencies"),
+      static_cast<SyncOnMark>(reader.choice("sync_on_mark", {"step", "all", "none"})),
+  };
+}
 
 class CudaAsyncPolicy final : public kit::RetryingPolicy {
  public:

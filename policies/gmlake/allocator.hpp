@@ -4,8 +4,8 @@
 // CachingAllocator patched; read at commits 392d840a / e16f31d8), decision by decision where the
 // simulated device can express it. Names in [brackets] are the code's. Files: allocator.cpp (the
 // ladder, frees, flushes, reports), pblocks.cpp (segments and block chains), stitching.cpp
-// (sBlocks), audit.cpp (the invariants below, re-derived; option self_check), options.cpp,
-// policy.cpp (registration).
+// (sBlocks), audit.cpp (the invariants below, re-derived; option self_check), options.hpp,
+// policy.cpp (option parsing, registration).
 //
 // The model
 //  - Small requests (<= 1 MiB) go to PyTorch's small pool unchanged: an inner pytorch-policy

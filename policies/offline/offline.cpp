@@ -109,24 +109,11 @@ class OfflinePolicy final : public kit::RetryingPolicy {
     if (block.cookie < live_.size()) live_[block.cookie] = 0;
   }
 
-  // The plan's promise, checked on the blocks handed out: each lies inside the arena, sized and
-  // aligned as planned, and no two live ones overlap.
+  // The plan's promise: the live blocks lie in the arena without overlapping (the segment view
+  // then tiles it).
   std::vector<std::string> audit() const override {
     kit::AuditLog log("offline");
-    std::vector<std::pair<Bytes, Bytes>> live;  // (offset, size)
-    for (std::size_t k = 0; k < live_.size(); ++k) {
-      if (!live_[k]) continue;
-      live.emplace_back(plan_.offsets[k], plan_.sizes[k]);
-      log.require(arena_ && plan_.offsets[k] + plan_.sizes[k] <= plan_.heap_size &&
-                      plan_.offsets[k] % options_.alignment == 0 && plan_.sizes[k] >= requested_[k],
-                  [&] { return fmt::format("request {} is placed outside the arena or misaligned", k); });
-    }
-    std::sort(live.begin(), live.end());
-    for (std::size_t i = 1; i < live.size(); ++i) {
-      log.require(live[i - 1].first + live[i - 1].second <= live[i].first, [&] {
-        return fmt::format("live blocks at offsets {} and {} overlap", live[i - 1].first, live[i].first);
-      });
-    }
+    kit::audit_segments(log, segments());
     return log.take();
   }
 

@@ -97,4 +97,21 @@ void OptionReader::throw_bad_default(std::string_view key) const {
   throw std::logic_error(fmt::format("{}: the registered default of option '{}' does not parse", info_.name, key));
 }
 
+void audit_segments(AuditLog& log, const std::vector<SegmentView>& segments) {
+  Addr end = 0;
+  for (const SegmentView& s : segments) {
+    log.require(s.addr >= end, [&] { return fmt::format("segment 0x{:x} overlaps the one before", s.addr); });
+    Addr at = s.addr;
+    for (const SegmentView::Piece& piece : s.blocks) {
+      log.require(piece.addr == at && piece.size > 0, [&] {
+        return fmt::format("segment 0x{:x} not tiled at 0x{:x} (next piece 0x{:x})", s.addr, at, piece.addr);
+      });
+      at = piece.addr + piece.size;
+    }
+    end = s.addr + s.size;
+    log.require(at == end,
+                [&] { return fmt::format("segment 0x{:x}: pieces end at 0x{:x}, it at 0x{:x}", s.addr, at, end); });
+  }
+}
+
 }  // namespace fraglab::kit
