@@ -4,7 +4,9 @@
 //  2. every block lies inside memory the device backs (a malloc range, mapped pages or aliases),
 //     and the device never frees or unmaps memory under a live block;
 //  3. a block is at least as large as the request;
-//  4. reserved memory never exceeds the device's capacity.
+//  4. reserved memory never exceeds the device's capacity;
+//  5. the policy's num_ooms counts exactly the allocations that failed;
+//  6. the policy's own invariants hold: Policy::audit() finds nothing, after every event.
 // A block is live from its alloc until its free *completes*, with one exception: once the policy
 // flushes its cache (num_alloc_retries grows) or the trace calls empty_cache, blocks whose free
 // was requested are free, because PyTorch synchronises every stream first there (cca-spec §5.3)
@@ -54,12 +56,15 @@ class InvariantChecker final : public ReplayObserver, public DeviceListener {
   // The live block overlapping [addr, addr + size), if any (blocks never overlap one another).
   const Live* overlapping(Addr addr, Bytes size) const;
   void violation(const std::string& text);  // prefixed with where_
+  void audit_policy();                      // Policy::audit()'s findings as violations
 
   Device& device_;
   const Policy* policy_ = nullptr;
   const Event* event_ = nullptr;  // the event being checked; nullptr while adopting
   std::uint64_t event_index_ = 0;
   std::uint64_t retries_seen_ = 0;
+  std::uint64_t ooms_at_start_ = 0;  // the policy's num_ooms once the start state is rebuilt
+  std::uint64_t ooms_seen_ = 0;      // alloc events without a block since
   std::map<Addr, Live> by_address_;
   std::unordered_map<AllocId, Addr> address_of_;
   struct Release {

@@ -111,6 +111,10 @@ class Policy {
   // After prepare(): one entry per initial allocation without a recorded block size, for
   // policies that infer them from the trace (pytorch); others return nothing.
   virtual std::vector<StartBlock> start_blocks() const { return {}; }
+  // The policy's own invariants (free lists sorted and coalesced, counters consistent with its
+  // blocks, pages mapped iff used, ...), recomputed from its state: one line per broken one, none
+  // when all hold. InvariantChecker calls it after every event (--check-invariants).
+  virtual std::vector<std::string> audit() const { return {}; }
 };
 
 // ---- registry ---------------------------------------------------------------------------------

@@ -34,75 +34,53 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 #include <unordered_map>
 
 #include "common/free_ranges.hpp"
 #include "common/mapped_pages.hpp"
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 
 namespace fraglab::bestfit {
 namespace {
 
 constexpr Bytes kAlignment = 512;  // block sizes and offsets, as cudaMalloc's granularity
 constexpr Bytes kNever = std::numeric_limits<Bytes>::max();
-constexpr Bytes kLargestRequest = Bytes{1} << 62;  // above: refused without rounding (no overflow)
-
-constexpr Bytes align_up(Bytes value, Bytes alignment) { return (value + alignment - 1) / alignment * alignment; }
-constexpr Bytes align_down(Bytes value, Bytes alignment) { return value / alignment * alignment; }
+using kit::align_down;
+using kit::align_up;
 
 struct Options {
-  Bytes release_threshold = 64 * MiB;  // kNever = keep free pages mapped
+  Bytes release_threshold;  // kNever = keep free pages mapped
 };
 
 Options parse_options(std::string_view text) {
-  Options options;
-  for (const OptionItem& item : split_options(text, "bestfit")) {
-    if (item.key != "release_threshold_mb") {
-      throw InputError(fmt::format("bestfit: unknown option '{}' (accepted: release_threshold_mb)", item.key));
-    }
-    if (item.value == "never") {
-      options.release_threshold = kNever;
-      continue;
-    }
-    Bytes mib = 0;
-    const char* end = item.value.data() + item.value.size();
-    auto [ptr, ec] = std::from_chars(item.value.data(), end, mib);
-    if (ec != std::errc() || ptr != end || mib > kNever / MiB) {
-      throw InputError(fmt::format(
-          "bestfit: release_threshold_mb: expected a whole number of MiB >= 0 or 'never', got '{}'", item.value));
-    }
-    options.release_threshold = mib * MiB;
-  }
-  return options;
+  const kit::OptionReader reader = kit::OptionReader::of("bestfit", text);
+  return Options{reader.get<Bytes>("release_threshold_mb", "a whole number of MiB >= 0 or 'never'",
+                                   [](std::string_view v) -> std::optional<Bytes> {
+                                     return v == "never" ? kNever : kit::parse_whole_units(v, MiB);
+                                   })};
 }
 
-class BestFitPolicy final : public Policy {
+class BestFitPolicy final : public kit::RetryingPolicy {
  public:
   BestFitPolicy(Options options, Device& device)
       : device_(device), options_(options), page_(device.granularity()), mapped_(device) {}
 
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
-    const Bytes rounded = size > kLargestRequest ? size : align_up(std::max<Bytes>(size, 1), kAlignment);
+    const Bytes rounded = kit::round_request(size, kAlignment);
     address_space_full_ = false;
-    std::optional<Addr> addr = try_allocate(rounded);
-    if (!addr) {
-      // The cache flush: give back every cached page, then one more try.
-      release_free_pages();
-      ++counters_.num_alloc_retries;
-      addr = try_allocate(rounded);
-    }
-    if (!addr) {
-      ++counters_.num_ooms;
-      last_oom_ = fmt::format(
-          "bestfit: out of memory allocating {} bytes ({} rounded): {} of {} bytes reserved, arena {} bytes, "
-          "{} bytes free in it, largest free range {} bytes{}",
-          size, rounded, device_.reserved(), device_.capacity(), top_ - base_, free_.total(), free_.largest(),
-          address_space_full_ ? fmt::format("; the reserved address range ({} bytes) is used up", va_end_ - base_)
-                              : "");
-      return std::nullopt;
-    }
+    // The cache flush: give back every cached page, then one more try.
+    const std::optional<Addr> addr = with_flush_and_retry<Addr>(
+        [&] { return try_allocate(rounded); }, [&] { release_free_pages(); },
+        [&] {
+          return fmt::format(
+              "bestfit: out of memory allocating {} bytes ({} rounded): {} of {} bytes reserved, arena {} bytes, "
+              "{} bytes free in it, largest free range {} bytes{}",
+              size, rounded, device_.reserved(), device_.capacity(), top_ - base_, free_.total(), free_.largest(),
+              address_space_full_ ? fmt::format("; the reserved address range ({} bytes) is used up", va_end_ - base_)
+                                  : "");
+        });
+    if (!addr) return std::nullopt;
     return Block{*addr, rounded, size, stream, 0};
   }
 
@@ -120,8 +98,15 @@ class BestFitPolicy final : public Policy {
 
   void empty_cache() override { release_free_pages(); }
 
-  PolicyCounters counters() const override { return counters_; }
-  std::string last_oom_message() const override { return last_oom_; }
+  std::vector<std::string> audit() const override {
+    kit::AuditLog log("bestfit");
+    audit_arena(log, base_, top_, {live_.begin(), live_.end()}, free_, mapped_, page_);
+    Bytes live_bytes = 0;
+    for (const auto& [addr, size] : live_) live_bytes += size;
+    log.require(live_bytes == allocated_,
+                [&] { return fmt::format("live blocks hold {} bytes, allocated says {}", live_bytes, allocated_); });
+    return log.take();
+  }
 
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const override {
     Bytes cached = 0;  // mapped bytes inside free ranges
@@ -225,8 +210,6 @@ class BestFitPolicy final : public Policy {
   std::uint64_t growths_ = 0;
   Bytes released_bytes_ = 0;
   bool address_space_full_ = false;  // why the last attempt failed, for the message
-  PolicyCounters counters_;
-  std::string last_oom_;
 };
 
 const PolicyRegistration registration{PolicyInfo{

@@ -35,12 +35,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <charconv>
 #include <map>
 #include <set>
 #include <unordered_map>
 
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 #include "fraglab/sim_device.hpp"
 
 namespace fraglab::buddy {
@@ -52,38 +51,24 @@ constexpr Bytes kTopBlockLimit = Bytes{1} << 40;  // 1 TiB: far beyond any devic
 constexpr std::uint64_t kOwnMalloc = 0;           // cookie of a block with its own device malloc
 
 struct Options {
-  Bytes min_block = 512;
-  unsigned max_order = 21;  // 512 << 21 = 1 GiB
+  Bytes min_block;     // 512 by default
+  unsigned max_order;  // 21 by default: 512 << 21 = 1 GiB
 };
 
 Options parse_options(std::string_view text) {
-  Options options;
-  bool max_order_given = false;
-  for (const OptionItem& item : split_options(text, "buddy")) {
-    if (item.key == "min_block") {
-      const Bytes value = parse_byte_size(item.value, "buddy: min_block");
-      if (value == 0 || !std::has_single_bit(value) || value > kTopBlockLimit) {
-        throw InputError(
-            fmt::format("buddy: min_block: expected a power of two number of bytes (e.g. 512, 4KiB), "
-                        "got '{}'",
-                        item.value));
-      }
-      options.min_block = value;
-    } else if (item.key == "max_order") {
-      unsigned value = 0;
-      const char* end = item.value.data() + item.value.size();
-      auto [ptr, ec] = std::from_chars(item.value.data(), end, value);
-      if (ec != std::errc() || ptr != end || value > kMaxOrderLimit) {
-        throw InputError(fmt::format("buddy: max_order: expected a whole number from 0 to {}, got '{}'", kMaxOrderLimit,
-                                     item.value));
-      }
-      options.max_order = value;
-      max_order_given = true;
-    } else {
-      throw InputError(fmt::format("buddy: unknown option '{}' (accepted: min_block, max_order)", item.key));
-    }
-  }
-  if (!max_order_given) {
+  const kit::OptionReader reader = kit::OptionReader::of("buddy", text);
+  Options options{
+      reader.get<Bytes>("min_block", "a power of two number of bytes (e.g. 512, 4KiB)",
+                        [](std::string_view v) -> std::optional<Bytes> {
+                          const std::optional<Bytes> b = kit::parse_bytes(v);
+                          if (!b || *b == 0 || !std::has_single_bit(*b) || *b > kTopBlockLimit) return std::nullopt;
+                          return b;
+                        }),
+      static_cast<unsigned>(
+          reader.get<std::uint64_t>("max_order", fmt::format("a whole number from 0 to {}", kMaxOrderLimit),
+                                    [](std::string_view v) { return kit::parse_whole(v, kMaxOrderLimit); })),
+  };
+  if (!reader.given("max_order")) {
     // Keep the top-level block at 1 GiB whatever the minimum block.
     options.max_order = options.min_block >= kDefaultTopBlock
                             ? 0
@@ -96,7 +81,7 @@ Options parse_options(std::string_view text) {
   return options;
 }
 
-class BuddyPolicy final : public Policy {
+class BuddyPolicy final : public kit::RetryingPolicy {
  public:
   BuddyPolicy(Options options, Device& device)
       : device_(device),
@@ -106,22 +91,17 @@ class BuddyPolicy final : public Policy {
         free_by_order_(options.max_order + 1) {}
 
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
-    std::optional<Block> block = try_allocate(size, stream);
-    if (!block) {
-      // The cache flush: return every wholly free top-level block, then one more try.
-      release_free_top_blocks();
-      ++counters_.num_alloc_retries;
-      block = try_allocate(size, stream);
-    }
-    if (!block) {
-      ++counters_.num_ooms;
-      last_oom_ = fmt::format(
-          "buddy: out of memory allocating {} bytes ({} as a power of two): {} of {} bytes reserved, {} top-level "
-          "blocks of {} bytes, {} bytes free in them, largest free block {} bytes",
-          size, block_size_for(size), device_.reserved(), device_.capacity(), top_blocks_.size(), top_size_,
-          free_bytes_, largest_free_block());
-      return std::nullopt;
-    }
+    // The cache flush: return every wholly free top-level block, then one more try.
+    std::optional<Block> block = with_flush_and_retry<Block>(
+        [&] { return try_allocate(size, stream); }, [&] { release_free_top_blocks(); },
+        [&] {
+          return fmt::format(
+              "buddy: out of memory allocating {} bytes ({} as a power of two): {} of {} bytes reserved, {} "
+              "top-level blocks of {} bytes, {} bytes free in them, largest free block {} bytes",
+              size, block_size_for(size), device_.reserved(), device_.capacity(), top_blocks_.size(), top_size_,
+              free_bytes_, largest_free_block());
+        });
+    if (!block) return std::nullopt;
     allocated_ += block->size;
     requested_ += size;
     return block;
@@ -157,8 +137,33 @@ class BuddyPolicy final : public Policy {
 
   void empty_cache() override { release_free_top_blocks(); }
 
-  PolicyCounters counters() const override { return counters_; }
-  std::string last_oom_message() const override { return last_oom_; }
+  // Every top-level block is tiled by live and free blocks, each aligned to its size, no free
+  // block's buddy free in the same order; the byte counters match the blocks.
+  std::vector<std::string> audit() const override {
+    kit::AuditLog log("buddy");
+    const std::vector<SegmentView> views = segments();
+    kit::audit_segments(log, views);
+    Bytes free_seen = 0, allocated_seen = 0;
+    for (const SegmentView& s : views) {
+      for (const SegmentView::Piece& p : s.blocks) {
+        (p.allocated ? allocated_seen : free_seen) += p.size;
+        log.require((p.addr - s.addr) % p.size == 0, [&] { return fmt::format("block 0x{:x} misaligned", p.addr); });
+      }
+    }
+    for (unsigned k = 0; k < max_order_; ++k) {
+      for (Addr addr : free_by_order_[k]) {
+        if (top_blocks_.upper_bound(addr) == top_blocks_.begin()) continue;  // audit_segments flags it
+        const Addr base = top_block_of(addr);
+        log.require(!free_by_order_[k].contains(base + ((addr - base) ^ (min_block_ << k))),
+                    [&] { return fmt::format("free block 0x{:x} of order {} has its buddy free", addr, k); });
+      }
+    }
+    log.require(free_seen == free_bytes_ && allocated_seen == allocated_, [&] {
+      return fmt::format("counters say {} free and {} allocated bytes, the blocks {} and {}", free_bytes_, allocated_,
+                         free_seen, allocated_seen);
+    });
+    return log.take();
+  }
 
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const override {
     Bytes own_bytes = 0;
@@ -212,7 +217,7 @@ class BuddyPolicy final : public Policy {
  private:
   // The block size a request is served with: a power of two, at least min_block.
   Bytes block_size_for(Bytes size) const {
-    if (size > (Bytes{1} << 62)) return 0;  // no power of two of 64 bits holds it
+    if (kit::impossible_request(size)) return 0;  // fails as out of memory, unrounded
     return std::max(std::bit_ceil(std::max<Bytes>(size, 1)), min_block_);
   }
   unsigned order_of(Bytes block_size) const {
@@ -286,8 +291,6 @@ class BuddyPolicy final : public Policy {
   Bytes free_bytes_ = 0;  // free bytes inside top-level blocks
   std::uint64_t splits_ = 0;
   std::uint64_t merges_ = 0;
-  PolicyCounters counters_;
-  std::string last_oom_;
 };
 
 const PolicyRegistration registration{PolicyInfo{

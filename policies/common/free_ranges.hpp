@@ -13,8 +13,10 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
+#include "fraglab/policy_kit.hpp"
 #include "fraglab/types.hpp"
 
 namespace fraglab {
@@ -89,6 +91,22 @@ class FreeRanges {
   const std::map<Addr, Bytes>& by_address() const { return by_address_; }
   // Largest free range (0 when none).
   Bytes largest() const { return by_size_.empty() ? 0 : std::prev(by_size_.end())->first; }
+
+  // Checks the invariants above from scratch.
+  void audit(kit::AuditLog& log) const {
+    Bytes sum = 0;
+    Addr end = 0;
+    for (const auto& [addr, size] : by_address_) {
+      log.require(size > 0 && (sum == 0 || addr > end) && by_size_.count({size, addr}) == 1, [&] {
+        return "free range at " + std::to_string(addr) + " is empty, touches its neighbour or is unindexed";
+      });
+      sum += size;
+      end = addr + size;
+    }
+    log.require(sum == total_ && by_size_.size() == by_address_.size(), [&] {
+      return "free ranges sum to " + std::to_string(sum) + " bytes, the total says " + std::to_string(total_);
+    });
+  }
 
  private:
   void add_entry(Addr addr, Bytes size) {

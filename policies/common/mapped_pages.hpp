@@ -12,6 +12,8 @@
 //  - mapped_bytes_ = Σ run lengths = the bytes this arena has added to the device's reserved.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
@@ -167,5 +169,28 @@ class MappedPages {
   std::map<Addr, Addr> runs_;  // start -> end
   Bytes mapped_bytes_ = 0;
 };
+
+// The arena invariants bestfit and cuda_async share: [base, top) is tiled exactly by the live
+// `blocks` (addr, size) and the `free` ranges; every page under a live block is mapped; nothing
+// outside [base, top) is mapped.
+inline void audit_arena(kit::AuditLog& log, Addr base, Addr top, std::vector<std::pair<Addr, Bytes>> blocks,
+                        const FreeRanges& free, const MappedPages& pages, Bytes page) {
+  free.audit(log);
+  for (const auto& [addr, size] : blocks) {
+    const Addr lo = kit::align_down(addr, page), hi = kit::align_up(addr + size, page);
+    log.require(pages.mapped_within(lo, hi) == hi - lo,
+                [&] { return fmt::format("live block [0x{:x}, +{}) has unmapped pages", addr, size); });
+  }
+  for (const auto& [addr, size] : free.by_address()) blocks.emplace_back(addr, size);
+  std::sort(blocks.begin(), blocks.end());
+  Addr at = base;
+  for (const auto& [addr, size] : blocks) {
+    log.require(addr == at, [&] { return fmt::format("arena not tiled at 0x{:x} (next piece 0x{:x})", at, addr); });
+    at = addr + size;
+  }
+  log.require(at == top, [&] { return fmt::format("arena pieces end at 0x{:x}, its top is 0x{:x}", at, top); });
+  log.require(pages.runs().empty() || (pages.runs().begin()->first >= base && pages.runs().rbegin()->second <= top),
+              [] { return std::string("pages mapped outside the arena"); });
+}
 
 }  // namespace fraglab

@@ -49,48 +49,70 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "common/mapped_pages.hpp"
-#include "cuda_async/options.hpp"
 #include "cuda_async/stream_free_space.hpp"
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 
 namespace fraglab::cuda_async {
 namespace {
 
 constexpr Bytes kRounding = 512;
-constexpr Bytes kLargestRequest = Bytes{1} << 60;  // far beyond any device; larger fails as OOM
+constexpr Bytes kNoTrim = std::numeric_limits<Bytes>::max();  // ReleaseThreshold UINT64_MAX
+using kit::align_down;
+using kit::align_up;
 
-constexpr Bytes align_up(Bytes value, Bytes alignment) { return (value + alignment - 1) / alignment * alignment; }
-constexpr Bytes align_down(Bytes value, Bytes alignment) { return value / alignment * alignment; }
+// Which `mark` events of the trace stand for a device synchronisation.
+enum class SyncOnMark { Step, All, None };  // in the order parse_options names them
 
-class CudaAsyncPolicy final : public Policy {
+// The options, named as the pool attributes they set (their defaults: the registration below).
+struct Options {
+  Bytes release_threshold;     // cudaMemPoolAttrReleaseThreshold; PyTorch sets UINT64_MAX (never trim)
+  bool opportunistic;          // cudaMemPoolReuseAllowOpportunistic
+  bool internal_dependencies;  // cudaMemPoolReuseAllowInternalDependencies
+  SyncOnMark sync_on_mark;
+};
+
+Options parse_options(std::string_view text) {
+  const kit::OptionReader reader = kit::OptionReader::of("cuda_async", text);
+  return Options{
+      reader.get<Bytes>("release_threshold", "a byte size (e.g. 0, 512MiB, 4GiB) or 'max'",
+                        [](std::string_view v) { return v == "max" ? kNoTrim : kit::parse_bytes(v); }),
+      reader.flag("opportunistic"),
+      reader.flag("internal_dependencies"),
+      static_cast<SyncOnMark>(reader.choice("sync_on_mark", {"step", "all", "none"})),
+  };
+}
+
+class CudaAsyncPolicy final : public kit::RetryingPolicy {
  public:
   CudaAsyncPolicy(Options options, Device& device)
       : device_(device), options_(options), page_(device.granularity()), pages_(device) {}
 
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
     // A request beyond any address range (a corrupt size) must not wrap the arithmetic below.
-    const Bytes rounded = size > kLargestRequest ? size : align_up(std::max<Bytes>(size, 1), kRounding);
-    std::optional<Addr> addr = place(rounded, stream, Reuse::StreamOrder);
-    if (!addr && options_.internal_dependencies) addr = place(rounded, stream, Reuse::WaitOnOtherStreams);
-    if (!addr) {
-      // The flush: a device synchronisation and TrimTo(0), then one more try.
-      ++counters_.num_alloc_retries;
-      synchronize(/*complete_deferred_frees=*/true);
-      trim_to(0);
-      addr = place(rounded, stream, Reuse::StreamOrder);
-    }
-    if (!addr) {
-      ++counters_.num_ooms;
-      last_oom_ = fmt::format(
-          "cuda_async: allocation of {} bytes ({} rounded) on stream 0x{:x} would exceed allowed memory (out of "
-          "memory): pool reserved {} bytes, {} in use, device capacity {} bytes; {} bytes free in the pool's "
-          "address range, largest free range {} bytes",
-          size, rounded, stream, pages_.mapped_bytes(), used_, device_.capacity(), space_.all().total(),
-          space_.all().largest());
-      return std::nullopt;
-    }
+    const Bytes rounded = kit::round_request(size, kRounding);
+    const std::optional<Addr> addr = with_flush_and_retry<Addr>(
+        [&] {
+          std::optional<Addr> placed = place(rounded, stream, Reuse::StreamOrder);
+          if (!placed && options_.internal_dependencies) placed = place(rounded, stream, Reuse::WaitOnOtherStreams);
+          return placed;
+        },
+        [&] {  // the flush: a device synchronisation and TrimTo(0), then one more try
+          synchronize(/*complete_deferred_frees=*/true);
+          trim_to(0);
+        },
+        [&] { return place(rounded, stream, Reuse::StreamOrder); },
+        [&] {
+          return fmt::format(
+              "cuda_async: allocation of {} bytes ({} rounded) on stream 0x{:x} would exceed allowed memory (out "
+              "of memory): pool reserved {} bytes, {} in use, device capacity {} bytes; {} bytes free in the pool's "
+              "address range, largest free range {} bytes",
+              size, rounded, stream, pages_.mapped_bytes(), used_, device_.capacity(), space_.all().total(),
+              space_.all().largest());
+        });
+    if (!addr) return std::nullopt;
     used_ += rounded;
     used_high_ = std::max(used_high_, used_);
     return Block{*addr, rounded, size, stream, new_slot(*addr, rounded, stream)};
@@ -140,8 +162,25 @@ class CudaAsyncPolicy final : public Policy {
     trim_to(options_.release_threshold);
   }
 
-  PolicyCounters counters() const override { return counters_; }
-  std::string last_oom_message() const override { return last_oom_; }
+  std::vector<std::string> audit() const override {
+    kit::AuditLog log("cuda_async");
+    std::vector<std::pair<Addr, Bytes>> blocks;
+    Bytes used = 0;
+    for (const Slot& s : slots_) {
+      if (s.state != SlotState::Live && s.state != SlotState::FreeRequested) continue;
+      blocks.emplace_back(s.addr, s.size);
+      used += s.size;
+    }
+    space_.audit(log);
+    audit_arena(log, base_, top_, std::move(blocks), space_.all(), pages_, page_);
+    log.require(used == used_, [&] { return fmt::format("blocks in use hold {} bytes, used says {}", used, used_); });
+    for (std::size_t i = 0; i < awaiting_completion_.size(); ++i) {
+      const Slot& s = slots_[awaiting_completion_[i]];
+      log.require(s.state == SlotState::FreeRequested && s.awaiting_index == i,
+                  [&] { return fmt::format("awaiting-completion entry {} is stale", i); });
+    }
+    return log.take();
+  }
 
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const override {
     auto i64 = [](Bytes b) { return static_cast<std::int64_t>(b); };
@@ -313,8 +352,6 @@ class CudaAsyncPolicy final : public Policy {
   std::uint64_t sync_points_ = 0;
   Bytes trimmed_bytes_ = 0;
   std::uint64_t internal_dependency_reuses_ = 0;
-  PolicyCounters counters_;
-  std::string last_oom_;
 };
 
 const PolicyRegistration registration{PolicyInfo{

@@ -1,8 +1,11 @@
 // StreamFreeSpace: see stream_free_space.hpp for the kinds of free bytes and the invariants.
 #include "cuda_async/stream_free_space.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <tuple>
 
 namespace fraglab::cuda_async {
@@ -165,6 +168,29 @@ Bytes StreamFreeSpace::pending_bytes() const {
   Bytes bytes = 0;
   for (const Pending& p : pending_) bytes += p.ranges.total();
   return bytes;
+}
+
+void StreamFreeSpace::audit(kit::AuditLog& log) const {
+  std::vector<const FreeRanges*> kinds{&shared_, &awaiting_};
+  for (const Pending& p : pending_) kinds.push_back(&p.ranges);
+  Bytes sum = 0;
+  std::map<Addr, Bytes> pieces;  // every range of every kind: disjoint, so keyed by address
+  for (const FreeRanges* kind : kinds) {
+    kind->audit(log);
+    sum += kind->total();
+    for (const auto& [addr, size] : kind->by_address()) {
+      const std::optional<FreeRanges::Range> in = all_.containing(addr);
+      log.require(in && addr + size <= in->end() && pieces.emplace(addr, size).second,
+                  [&] { return fmt::format("free range 0x{:x} of some kind is outside all_ or in two kinds", addr); });
+    }
+  }
+  Addr end = 0;
+  for (const auto& [addr, size] : pieces) {
+    log.require(addr >= end, [&] { return fmt::format("free kinds overlap at 0x{:x}", addr); });
+    end = addr + size;
+  }
+  log.require(sum == all_.total(),
+              [&] { return fmt::format("the free kinds hold {} bytes, all_ {}", sum, all_.total()); });
 }
 
 }  // namespace fraglab::cuda_async

@@ -69,6 +69,9 @@ class StreamFreeSpace {
   const FreeRanges& all() const { return all_; }
   Bytes pending_bytes() const;  // on any stream
   Bytes awaiting_sync_bytes() const { return awaiting_.total(); }
+  // Checks the invariants above: each set coalesced and indexed, the kinds disjoint and together
+  // exactly all_.
+  void audit(kit::AuditLog& log) const;
 
  private:
   struct Pending {

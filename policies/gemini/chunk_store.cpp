@@ -1,6 +1,8 @@
 // ChunkStore: see chunk_store.hpp for the packing rules and the invariants.
 #include "gemini/chunk_store.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace fraglab::gemini {
@@ -166,6 +168,43 @@ std::vector<SegmentView> ChunkStore::segments() const {
     out.push_back(std::move(view));
   }
   return out;
+}
+
+void ChunkStore::audit(kit::AuditLog& log) const {
+  Bytes chunk_bytes = 0, tensor_bytes = 0;
+  std::size_t on_device = 0, cached = 0;
+  for (std::uint32_t i = 0; i < chunks_.size(); ++i) {
+    const Chunk& c = chunks_[i];
+    if (c.state == State::Released) continue;
+    ++on_device;
+    chunk_bytes += c.size;
+    const auto at = by_address_.find(c.addr);
+    log.require(at != by_address_.end() && at->second == i && c.used <= c.size,
+                [&] { return fmt::format("chunk 0x{:x} unindexed or overfilled", c.addr); });
+    Addr fill = c.addr;
+    std::uint64_t live = 0;
+    for (const Tensor& t : c.tensors) {
+      log.require(t.addr >= fill && t.addr + t.size <= c.addr + c.used,
+                  [&] { return fmt::format("tensor 0x{:x} outside chunk 0x{:x} or out of order", t.addr, c.addr); });
+      fill = t.addr + t.size;
+      if (t.live) ++live, tensor_bytes += t.size;
+    }
+    const bool is_cached = c.state == State::Cached;
+    cached += is_cached;
+    log.require(
+        live == c.live && (!is_cached || c.live == 0) && cached_.count({c.size, c.addr}) == (is_cached ? 1u : 0u),
+        [&] { return fmt::format("chunk 0x{:x}: live count or cache entry wrong", c.addr); });
+  }
+  for (std::size_t k = 0; k < kTagClasses; ++k) {
+    log.require(open_[k] == kNone || (open_[k] < chunks_.size() && chunks_[open_[k]].state == State::Open),
+                [&] { return fmt::format("open chunk of class {} is not open", k); });
+  }
+  log.require(on_device == by_address_.size() && cached == cached_.size() && chunk_bytes == chunk_bytes_ &&
+                  tensor_bytes == tensor_bytes_,
+              [&] {
+                return fmt::format("counters disagree with the chunks ({} vs {} bytes on device)", chunk_bytes_,
+                                   chunk_bytes);
+              });
 }
 
 }  // namespace fraglab::gemini

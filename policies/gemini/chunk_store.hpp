@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "fraglab/device.hpp"
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 
 namespace fraglab::gemini {
 
@@ -62,6 +62,8 @@ class ChunkStore {
   Bytes new_chunk_bytes(Bytes size) const { return std::max(chunk_size_, size); }
   std::vector<std::pair<std::string, std::int64_t>> stats() const;
   std::vector<SegmentView> segments() const;  // address order
+  // Checks the invariants above, and that the byte counters match the chunks.
+  void audit(kit::AuditLog& log) const;
 
  private:
   enum class State : std::uint8_t { Open, Closed, Cached, Released };

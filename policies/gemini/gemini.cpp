@@ -155,6 +155,14 @@ class GeminiPolicy final : public Policy {
             counters_.num_ooms + inner.num_ooms - inner_ooms_doubled_};
   }
 
+  std::vector<std::string> audit() const override {
+    kit::AuditLog log("gemini");
+    if (store_) store_->audit(log);
+    std::vector<std::string> problems = log.take();
+    for (std::string& inner : inner_->audit()) problems.push_back("gemini inner: " + inner);
+    return problems;
+  }
+
   std::string last_oom_message() const override {
     return last_oom_from_inner_ ? inner_->last_oom_message() : last_oom_;
   }

@@ -4,8 +4,8 @@
 // CachingAllocator patched; read at commits 392d840a / e16f31d8), decision by decision where the
 // simulated device can express it. Names in [brackets] are the code's. Files: allocator.cpp (the
 // ladder, frees, flushes, reports), pblocks.cpp (segments and block chains), stitching.cpp
-// (sBlocks), audit.cpp (the invariants below, re-derived; option self_check), options.cpp,
-// policy.cpp (registration).
+// (sBlocks), audit.cpp (the invariants below, re-derived; option self_check), options.hpp,
+// policy.cpp (option parsing, registration).
 //
 // The model
 //  - Small requests (<= 1 MiB) go to PyTorch's small pool unchanged: an inner pytorch-policy
@@ -79,7 +79,7 @@
 #include <vector>
 
 #include "fraglab/device.hpp"
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 #include "gmlake/options.hpp"
 #include "pytorch/caching_allocator.hpp"
 
@@ -89,7 +89,7 @@ inline constexpr Bytes kPage = 2 * MiB;          // [kGranularity]: PhyBlock siz
 inline constexpr Bytes kSmallSize = 1 * MiB;     // largest request of the small pool
 inline constexpr Bytes kLargeBuffer = 20 * MiB;  // segment size for requests under kMinLargeAlloc
 inline constexpr Bytes kMinLargeAlloc = 10 * MiB;
-inline constexpr Bytes kMaxRequest = Bytes{1} << 60;  // ">= 1 EB" fails up front, as PyTorch
+inline constexpr Bytes kMaxRequest = kit::kImpossibleRequest;  // ">= 1 EB" fails up front, as PyTorch
 
 using Id = std::uint32_t;
 inline constexpr Id kNone = 0xffffffffu;

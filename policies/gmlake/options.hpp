@@ -21,7 +21,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 #include "fraglab/types.hpp"
 
@@ -36,8 +35,5 @@ struct Options {
   bool re_alloc = false;
   bool self_check = false;
 };
-
-// Parses the OPTIONS of "gmlake:OPTIONS". Throws InputError naming the key and the accepted values.
-Options parse_options(std::string_view text);
 
 }  // namespace fraglab::gmlake

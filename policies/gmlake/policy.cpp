@@ -1,12 +1,35 @@
-// The "gmlake" policy: the Policy adapter around gmlake::Allocator and its registration. What it
-// models and where each decision comes from: allocator.hpp.
+// The "gmlake" policy: the Policy adapter around gmlake::Allocator, its option parsing (the table
+// is in options.hpp) and its registration. What it models and where each decision comes from:
+// allocator.hpp.
 #include <fmt/format.h>
 
-#include "fraglab/policy.hpp"
+#include <stdexcept>
+
+#include "fraglab/policy_kit.hpp"
 #include "gmlake/allocator.hpp"
 
 namespace fraglab {
 namespace {
+
+gmlake::Options parse_options(std::string_view text) {
+  const kit::OptionReader reader = kit::OptionReader::of("gmlake", text);
+  return gmlake::Options{
+      reader.flag("vmm_defragment"),
+      reader.get<Bytes>("frag_limit", "a whole number of MiB >= 0",
+                        [](std::string_view v) { return kit::parse_whole_units(v, MiB); }),
+      reader.get<double>("reuse_limit", "a number > 0",
+                         [](std::string_view v) -> std::optional<double> {
+                           const std::optional<double> limit = kit::parse_number(v);
+                           if (!limit || *limit <= 0) return std::nullopt;
+                           return limit;
+                         }),
+      static_cast<int>(reader.choice("defrag_level", {"0", "1", "2"})),
+      reader.get<std::uint64_t>("auto_gc", "a whole number of GiB >= 0",
+                                [](std::string_view v) { return kit::parse_whole(v, UINT64_MAX / GiB); }),
+      reader.flag("re_alloc"),
+      reader.flag("self_check"),
+  };
+}
 
 class GmlakePolicy final : public Policy {
  public:
@@ -41,6 +64,14 @@ class GmlakePolicy final : public Policy {
   }
   std::vector<SegmentView> segments() const override { return allocator_.segments(); }
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
+  std::vector<std::string> audit() const override {
+    try {
+      allocator_.audit();
+    } catch (const std::logic_error& broken) {
+      return {broken.what()};
+    }
+    return {};
+  }
   std::vector<std::string> notes() const override {
     const gmlake::Options& o = allocator_.options();
     if (o.vmm_defragment) return {};
@@ -82,7 +113,7 @@ const PolicyRegistration registration{PolicyInfo{
         {"self_check", "false", "audit the policy's own invariants after every call (slow; for tests)"},
     },
     [](std::string_view options, Device& device) -> std::unique_ptr<Policy> {
-      return std::make_unique<GmlakePolicy>(gmlake::parse_options(options), device);
+      return std::make_unique<GmlakePolicy>(parse_options(options), device);
     }}};
 
 }  // namespace

@@ -30,43 +30,34 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 
 #include "fraglab/planned_requests.hpp"
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 #include "offline/greedy_plan.hpp"
 
 namespace fraglab {
 namespace {
 
-constexpr Bytes kDefaultAlignment = 512;  // PyTorch's kMinBlockSize (cca-spec §1.1): blocks are 512-aligned
 constexpr Bytes kMaxAlignment = GiB;
 
 struct OfflineOptions {
-  Bytes alignment = kDefaultAlignment;
+  Bytes alignment;  // 512 by default: PyTorch's kMinBlockSize (cca-spec §1.1), blocks are 512-aligned
 };
 
 OfflineOptions parse_options(std::string_view text) {
-  OfflineOptions options;
-  for (const OptionItem& item : split_options(text, "offline")) {
-    if (item.key != "alignment") {
-      throw InputError(fmt::format("offline: unknown option '{}' (accepted: alignment)", item.key));
-    }
-    Bytes value = 0;
-    const char* end = item.value.data() + item.value.size();
-    const auto [stop, error] = std::from_chars(item.value.data(), end, value);
-    if (error != std::errc{} || stop != end || value == 0 || value > kMaxAlignment || (value & (value - 1)) != 0) {
-      throw InputError(fmt::format("offline: alignment: expected a power of two from 1 to {} (bytes), got '{}'",
-                                   kMaxAlignment, item.value));
-    }
-    options.alignment = value;
-  }
-  return options;
+  return OfflineOptions{kit::OptionReader::of("offline", text)
+                            .get<Bytes>("alignment", fmt::format("a power of two from 1 to {} (bytes)", kMaxAlignment),
+                                        [](std::string_view v) -> std::optional<Bytes> {
+                                          const std::optional<Bytes> b = kit::parse_whole(v, kMaxAlignment);
+                                          if (!b || !std::has_single_bit(*b)) return std::nullopt;
+                                          return b;
+                                        })};
 }
 
-class OfflinePolicy final : public Policy {
+class OfflinePolicy final : public kit::RetryingPolicy {
  public:
   OfflinePolicy(OfflineOptions options, Device& device) : options_(options), device_(device) {}
 
@@ -101,12 +92,11 @@ class OfflinePolicy final : public Policy {
           "planned_requests(trace)",
           k, size, k, requested_[k]));
     }
-    if (!arena_) {
-      ++counters_.num_ooms;
-      last_oom_ = fmt::format(
+    if (!arena_) {  // no cache to flush: no retry
+      out_of_memory(fmt::format(
           "offline: the plan needs {} bytes of one arena; the device has {} free (request of {} bytes; {} of {} bytes "
           "reserved)",
-          plan_.heap_size, free_when_refused_, size, device_.reserved(), device_.capacity());
+          plan_.heap_size, free_when_refused_, size, device_.reserved(), device_.capacity()));
       return std::nullopt;
     }
     live_[k] = 1;
@@ -119,8 +109,13 @@ class OfflinePolicy final : public Policy {
     if (block.cookie < live_.size()) live_[block.cookie] = 0;
   }
 
-  PolicyCounters counters() const override { return counters_; }
-  std::string last_oom_message() const override { return last_oom_; }
+  // The plan's promise: the live blocks lie in the arena without overlapping (the segment view
+  // then tiles it).
+  std::vector<std::string> audit() const override {
+    kit::AuditLog log("offline");
+    kit::audit_segments(log, segments());
+    return log.take();
+  }
 
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const override {
     const double overhead = static_cast<double>(plan_.heap_size - plan_.lower_bound);
@@ -165,8 +160,6 @@ class OfflinePolicy final : public Policy {
   std::size_t next_call_ = 0;       // index of the next allocate() call in the plan
   std::optional<Addr> arena_;
   Bytes free_when_refused_ = 0;  // device free memory when the arena malloc failed
-  PolicyCounters counters_;
-  std::string last_oom_;
 };
 
 const PolicyRegistration registration{PolicyInfo{

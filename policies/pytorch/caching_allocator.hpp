@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fraglab/device.hpp"
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 #include "fraglab/start_state.hpp"
 #include "fraglab/trace.hpp"
 #include "pytorch/block_pool.hpp"
@@ -61,6 +61,8 @@ class CachingAllocator {
   std::vector<SegmentView> segments() const;
   Bytes total_allocated_memory() const { return total_; }
   std::optional<Bytes> allowed_memory_maximum() const { return allowed_; }
+  // audit.cpp: recomputes the invariants above from the nodes.
+  void audit(kit::AuditLog& log) const;
 
  private:
   // PyTorch's AllocParams.

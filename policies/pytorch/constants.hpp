@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "fraglab/policy_kit.hpp"
 #include "fraglab/types.hpp"
 
 namespace fraglab::cca {
@@ -17,7 +18,7 @@ inline constexpr Bytes kMinLargeAlloc = 10485760;  // below: a miss allocates a 
 inline constexpr Bytes kRoundLarge = 2097152;      // >= kMinLargeAlloc: round segment to this
 inline constexpr std::size_t kRoundUpPowerOfTwoIntervals = 16;
 inline constexpr Bytes kUnlimited = std::numeric_limits<Bytes>::max();  // max_split_size default
-inline constexpr Bytes kMaxRequest = Bytes{1} << 60;                    // ">= 1 EB" requests fail up front (§5)
+inline constexpr Bytes kMaxRequest = kit::kImpossibleRequest;           // ">= 1 EB" requests fail up front (§5)
 
 enum class PoolKind : std::uint8_t { Small = 0, Large = 1 };
 

@@ -31,6 +31,11 @@ class PytorchPolicy final : public Policy {
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
   std::vector<std::string> notes() const override { return allocator_.config().notes; }
   std::vector<StartBlock> start_blocks() const override { return allocator_.start_blocks(); }
+  std::vector<std::string> audit() const override {
+    kit::AuditLog log("pytorch");
+    allocator_.audit(log);
+    return log.take();
+  }
 
  private:
   cca::CachingAllocator allocator_;

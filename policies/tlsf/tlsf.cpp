@@ -22,9 +22,7 @@
 // a block is reusable once its free completes.
 #include <fmt/format.h>
 
-#include <charconv>
-
-#include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 #include "tlsf/tlsf_heap.hpp"
 
 namespace fraglab::tlsf {
@@ -32,64 +30,46 @@ namespace {
 
 constexpr Bytes kAlignment = 512;
 constexpr Bytes kPoolRounding = 2 * MiB;
-constexpr Bytes kLargestRequest = Bytes{1} << 62;  // above: refused without rounding (no overflow)
-
-constexpr Bytes align_up(Bytes value, Bytes alignment) { return (value + alignment - 1) / alignment * alignment; }
 
 struct Options {
-  unsigned sl_bits = 5;  // 32 second-level classes per power of two, as the paper's SLI = 5
-  Bytes pool_bytes = 64 * MiB;
+  unsigned sl_bits;  // 5 by default: 32 second-level classes per power of two, as the paper's SLI = 5
+  Bytes pool_bytes;
 };
 
-unsigned parse_unsigned(const OptionItem& item, unsigned max, std::string_view accepted) {
-  unsigned value = 0;
-  const char* end = item.value.data() + item.value.size();
-  auto [ptr, ec] = std::from_chars(item.value.data(), end, value);
-  if (ec != std::errc() || ptr != end || value > max) {
-    throw InputError(fmt::format("tlsf: {}: expected {}, got '{}'", item.key, accepted, item.value));
-  }
-  return value;
-}
-
 Options parse_options(std::string_view text) {
-  Options options;
-  for (const OptionItem& item : split_options(text, "tlsf")) {
-    if (item.key == "sl_bits") {
-      options.sl_bits = parse_unsigned(item, kMaxSlBits, fmt::format("a whole number from 0 to {}", kMaxSlBits));
-    } else if (item.key == "pool_mb") {
-      options.pool_bytes = Bytes{parse_unsigned(item, 1u << 20, "a whole number of MiB from 0 to 1048576")} * MiB;
-    } else {
-      throw InputError(fmt::format("tlsf: unknown option '{}' (accepted: sl_bits, pool_mb)", item.key));
-    }
-  }
-  return options;
+  const kit::OptionReader reader = kit::OptionReader::of("tlsf", text);
+  const auto whole = [](std::uint64_t max) { return [max](std::string_view v) { return kit::parse_whole(v, max); }; };
+  return Options{
+      static_cast<unsigned>(reader.get<std::uint64_t>("sl_bits", fmt::format("a whole number from 0 to {}", kMaxSlBits),
+                                                      whole(kMaxSlBits))),
+      reader.get<std::uint64_t>("pool_mb", "a whole number of MiB from 0 to 1048576", whole(1u << 20)) * MiB,
+  };
 }
 
-class TlsfPolicy final : public Policy {
+class TlsfPolicy final : public kit::RetryingPolicy {
  public:
   TlsfPolicy(Options options, Device& device)
       : device_(device), pool_bytes_(options.pool_bytes), heap_(options.sl_bits) {}
 
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
-    const Bytes rounded = size > kLargestRequest ? size : align_up(std::max<Bytes>(size, 1), kAlignment);
-    TlsfHeap::Index index = try_allocate(rounded);
-    if (index == TlsfHeap::kNil) {
-      // The cache flush: give back every wholly free pool, then one more try.
-      release_free_pools();
-      ++counters_.num_alloc_retries;
-      index = try_allocate(rounded);
-    }
-    if (index == TlsfHeap::kNil) {
-      ++counters_.num_ooms;
-      last_oom_ = fmt::format(
-          "tlsf: out of memory allocating {} bytes ({} rounded): {} of {} bytes reserved, {} pools, {} bytes free "
-          "in them, largest free block {} bytes",
-          size, rounded, device_.reserved(), device_.capacity(), heap_.pools().size(), heap_.free_bytes(),
-          heap_.largest_free_block());
-      return std::nullopt;
-    }
+    const Bytes rounded = kit::round_request(size, kAlignment);
+    const auto attempt = [&]() -> std::optional<TlsfHeap::Index> {
+      const TlsfHeap::Index index = try_allocate(rounded);
+      return index == TlsfHeap::kNil ? std::nullopt : std::optional(index);
+    };
+    // The cache flush: give back every wholly free pool, then one more try.
+    const std::optional<TlsfHeap::Index> index = with_flush_and_retry<TlsfHeap::Index>(
+        attempt, [&] { release_free_pools(); },
+        [&] {
+          return fmt::format(
+              "tlsf: out of memory allocating {} bytes ({} rounded): {} of {} bytes reserved, {} pools, {} bytes "
+              "free in them, largest free block {} bytes",
+              size, rounded, device_.reserved(), device_.capacity(), heap_.pools().size(), heap_.free_bytes(),
+              heap_.largest_free_block());
+        });
+    if (!index) return std::nullopt;
     allocated_ += rounded;
-    return Block{heap_.block(index).addr, rounded, size, stream, index};
+    return Block{heap_.block(*index).addr, rounded, size, stream, *index};
   }
 
   void free_requested(const Block& /*block*/) override {}  // reusable only once the free completes
@@ -101,8 +81,16 @@ class TlsfPolicy final : public Policy {
 
   void empty_cache() override { release_free_pools(); }
 
-  PolicyCounters counters() const override { return counters_; }
-  std::string last_oom_message() const override { return last_oom_; }
+  std::vector<std::string> audit() const override {
+    kit::AuditLog log("tlsf");
+    heap_.audit(log);
+    Bytes used = 0;
+    for (const auto& [base, pool] : heap_.pools()) used += pool.size;
+    log.require(used == heap_.free_bytes() + allocated_, [&] {
+      return fmt::format("pools hold {} bytes but {} are free and {} allocated", used, heap_.free_bytes(), allocated_);
+    });
+    return log.take();
+  }
 
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const override {
     Bytes pool_total = 0;
@@ -142,8 +130,8 @@ class TlsfPolicy final : public Policy {
  private:
   TlsfHeap::Index try_allocate(Bytes rounded) {
     const TlsfHeap::Index found = heap_.allocate(rounded);
-    if (found != TlsfHeap::kNil || rounded > kLargestRequest) return found;
-    const Bytes pool_size = std::max(pool_bytes_, align_up(rounded, kPoolRounding));
+    if (found != TlsfHeap::kNil || kit::impossible_request(rounded)) return found;
+    const Bytes pool_size = std::max(pool_bytes_, kit::align_up(rounded, kPoolRounding));
     std::optional<Addr> base = device_.malloc(pool_size);
     if (!base) return TlsfHeap::kNil;
     ++pools_taken_;
@@ -164,8 +152,6 @@ class TlsfPolicy final : public Policy {
   Bytes allocated_ = 0;
   std::uint64_t pools_taken_ = 0;
   std::uint64_t pools_released_ = 0;
-  PolicyCounters counters_;
-  std::string last_oom_;
 };
 
 const PolicyRegistration registration{PolicyInfo{

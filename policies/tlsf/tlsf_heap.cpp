@@ -5,6 +5,8 @@
 #include <bit>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace fraglab::tlsf {
 
 TlsfHeap::TlsfHeap(unsigned sl_bits) : sl_bits_(sl_bits), heads_(std::size_t{kFirstLevels} << sl_bits, kNil) {
@@ -165,6 +167,48 @@ TlsfHeap::Index TlsfHeap::new_record() {
 void TlsfHeap::drop_record(Index index) {
   blocks_[index] = BlockRecord{};
   spare_records_.push_back(index);
+}
+
+void TlsfHeap::audit(kit::AuditLog& log) const {
+  const std::size_t bound = blocks_.size();  // a corrupt chain or list may loop: walk no further
+  std::uint64_t free_seen = 0;
+  Bytes free_bytes_seen = 0;
+  for (const auto& [base, pool] : pools_) {
+    Addr at = base;
+    Index prev = kNil;
+    std::size_t steps = 0;
+    for (Index i = pool.first; i != kNil && steps < bound; i = blocks_[i].next_phys, ++steps) {
+      const BlockRecord& b = blocks_[i];
+      log.require(b.addr == at && b.prev_phys == prev && b.size > 0,
+                  [&] { return fmt::format("pool 0x{:x}: chain broken at block 0x{:x}", base, b.addr); });
+      log.require(!b.free || prev == kNil || !blocks_[prev].free,
+                  [&] { return fmt::format("free neighbours not merged at 0x{:x}", b.addr); });
+      if (b.free) ++free_seen, free_bytes_seen += b.size;
+      at = b.addr + b.size;
+      prev = i;
+    }
+    log.require(at == base + pool.size, [&] { return fmt::format("pool 0x{:x}: blocks do not tile it", base); });
+  }
+  log.require(free_seen == free_blocks_ && free_bytes_seen == free_bytes_, [&] {
+    return fmt::format("counters say {} free blocks of {} bytes, the pools hold {} of {}", free_blocks_, free_bytes_,
+                       free_seen, free_bytes_seen);
+  });
+  std::uint64_t listed = 0;
+  for (std::size_t list = 0; list < heads_.size(); ++list) {
+    const SizeClass c{static_cast<unsigned>(list >> sl_bits_), static_cast<unsigned>(list & ((1u << sl_bits_) - 1))};
+    const bool bit = ((sl_bitmap_[c.fl] >> c.sl) & 1) != 0 && ((fl_bitmap_ >> c.fl) & 1) != 0;
+    log.require(bit == (heads_[list] != kNil), [&] { return fmt::format("bitmap wrong for class {}/{}", c.fl, c.sl); });
+    Index prev = kNil;
+    std::size_t steps = 0;
+    for (Index i = heads_[list]; i != kNil && steps <= bound; i = blocks_[i].next_free, ++steps, ++listed) {
+      const BlockRecord& b = blocks_[i];
+      log.require(b.free && b.prev_free == prev && class_of(b.size, sl_bits_) == c,
+                  [&] { return fmt::format("free list {}/{} holds block 0x{:x} wrongly", c.fl, c.sl, b.addr); });
+      prev = i;
+    }
+  }
+  log.require(listed == free_seen,
+              [&] { return fmt::format("free lists hold {} blocks, the pools {} free ones", listed, free_seen); });
 }
 
 }  // namespace fraglab::tlsf

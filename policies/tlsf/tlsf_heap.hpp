@@ -26,6 +26,7 @@
 #include <map>
 #include <vector>
 
+#include "fraglab/policy_kit.hpp"
 #include "tlsf/size_classes.hpp"
 
 namespace fraglab::tlsf {
@@ -75,6 +76,9 @@ class TlsfHeap {
   std::uint64_t splits() const { return splits_; }
   std::uint64_t merges() const { return merges_; }
   Bytes largest_free_block() const;
+  // Checks the invariants above from scratch (chains tile their pools, lists match classes and
+  // bitmaps, counters match blocks); the walks are bounded, so a corrupt link cannot hang it.
+  void audit(kit::AuditLog& log) const;
 
  private:
   Index find_suitable(SizeClass c) const;

@@ -73,7 +73,14 @@ void InvariantChecker::on_initial_block(const InitialAllocation& allocation, con
 void InvariantChecker::on_start(const Trace& /*trace*/, const Policy& policy) {
   policy_ = &policy;
   retries_seen_ = policy.counters().num_alloc_retries;
+  ooms_at_start_ = policy.counters().num_ooms;
+  ooms_seen_ = 0;
   pending_releases_.clear();  // calls made while the start state was rebuilt
+  audit_policy();
+}
+
+void InvariantChecker::audit_policy() {
+  for (const std::string& problem : policy_->audit()) violation(problem);
 }
 
 void InvariantChecker::on_device_call(DeviceCall call, Addr addr, Bytes size) {
@@ -117,7 +124,15 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
   if (p.reserved > device_.capacity()) {
     violation(fmt::format("reserved {} bytes exceeds the device capacity {}", p.reserved, device_.capacity()));
   }
-  if (policy_ != nullptr) retries_seen_ = policy_->counters().num_alloc_retries;
+  if (e.op == Op::Alloc && p.block == nullptr) ++ooms_seen_;
+  if (policy_ == nullptr) return;
+  retries_seen_ = policy_->counters().num_alloc_retries;
+  // The Replayer counts the OOMs it sees; a policy's own count must agree (5.).
+  const std::uint64_t counted = policy_->counters().num_ooms - ooms_at_start_;
+  if (counted != ooms_seen_) {
+    violation(fmt::format("the policy counts {} out-of-memory failures, the replay saw {}", counted, ooms_seen_));
+  }
+  audit_policy();
 }
 
 void InvariantChecker::on_finish() {

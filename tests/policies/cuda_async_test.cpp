@@ -271,7 +271,8 @@ TEST(CudaAsync, BadOptionsNameTheKeyAndTheAcceptedValues) {
   EXPECT_EQ(message("cuda_async:colour:red"),
             "cuda_async: unknown option 'colour' (accepted: release_threshold, opportunistic, internal_dependencies, "
             "sync_on_mark)");
-  EXPECT_EQ(message("cuda_async:opportunistic:yes"), "cuda_async: opportunistic: expected True or False, got 'yes'");
+  EXPECT_EQ(message("cuda_async:opportunistic:yes"),
+            "cuda_async: opportunistic: expected True or False (also true, false, 1, 0), got 'yes'");
   EXPECT_EQ(message("cuda_async:release_threshold:lots"),
             "cuda_async: release_threshold: expected a byte size (e.g. 0, 512MiB, 4GiB) or 'max', got 'lots'");
   EXPECT_EQ(message("cuda_async:sync_on_mark:sometimes"),

@@ -328,7 +328,7 @@ TEST(Gemini, BadOptionsNameTheKeyAndTheAcceptedValues) {
   EXPECT_EQ(message("gemini:search_interval:0"),
             "gemini: search_interval: expected a positive number of bytes (e.g. 2048 or 4KiB), got '0'");
   EXPECT_EQ(message("gemini:filter_exlarge_params:maybe"),
-            "gemini: filter_exlarge_params: expected True or False, got 'maybe'");
+            "gemini: filter_exlarge_params: expected True or False (also true, false, 1, 0), got 'maybe'");
   EXPECT_EQ(message("gemini:search_interval:1"),
             "gemini: search_range_mb / search_interval make 67108865 candidate chunk sizes, at most 4194304 are "
             "searched (raise search_interval or lower search_range_mb)");
