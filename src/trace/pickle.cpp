@@ -404,7 +404,7 @@ Value Machine::run(int& protocol) {
       case TUPLE1:
       case TUPLE2:
       case TUPLE3: {
-        std::size_t n = static_cast<std::size_t>(op - TUPLE1 + 1);
+        std::size_t n = static_cast<std::size_t>(op - TUPLE1) + 1;
         require(n);
         std::size_t start = stack_.size() - n;
         Value v = skip_at(start) ? skipped(Kind::Tuple) : new_tuple(start, n);

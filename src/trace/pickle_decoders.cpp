@@ -130,7 +130,8 @@ Value Machine::read_raw_unicode_escape(std::string_view s) {
   }
   std::uint32_t n = checked_length(out.size(), "str");
   char* p = static_cast<char*>(arena_.allocate(n ? n : 1));
-  if (n) std::memcpy(p, out.data(), n);
+  // A counted string, not a C string: no terminator.
+  if (n) std::memcpy(p, out.data(), n);  // NOLINT(bugprone-not-null-terminated-result)
   return make_text(Kind::Str, p, n);
 }
 

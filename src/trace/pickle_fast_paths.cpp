@@ -179,7 +179,7 @@ decoded:
   // While the keys are the template's (tmpl, below), they are not copied; from the first that is
   // not, the keys and their bytes gather here. Uninitialised: only keys[0, n) are ever read.
   union Keys {
-    Keys() {}
+    Keys() {}  // NOLINT(modernize-use-equals-default): `= default` would be deleted (Value has a constructor)
     Value values[kMaxPairs];
   } keys;
   std::array<std::uint64_t, kMaxPairs> key_bytes;  // as KeyTemplate::bytes
