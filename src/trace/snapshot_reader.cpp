@@ -693,7 +693,8 @@ void SnapshotReader::rebuild_segments(Trace& trace) const {
     return prev->first + prev->second.size > addr;
   };
 
-  for (auto it = segment_entries_.rbegin(); it != segment_entries_.rend(); ++it) {
+  // Backwards by iterator: clang-tidy 14's std::views::reverse fix does not parse with libstdc++ 12.
+  for (auto it = segment_entries_.rbegin(); it != segment_entries_.rend(); ++it) {  // NOLINT(modernize-loop-convert)
     const std::size_t i = it->first;
     const Entry& e = it->second;
     if (!plausible_range(e.addr, e.size))
@@ -886,7 +887,7 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
   }
   if (const Value* v = settings->find("expandable_segments")) {
     if (v->kind != Kind::Bool) fail_type(where, "expandable_segments", "a bool", *v);
-    if (v->boolean) items.push_back("expandable_segments:True");
+    if (v->boolean) items.emplace_back("expandable_segments:True");
   }
   if (const Value* v = settings->find("max_non_split_rounding")) {
     std::uint64_t m = mib(*v, "max_non_split_rounding");

@@ -43,7 +43,7 @@ class T5Driver final : public ModelDriver {
     for (std::uint32_t k = 0; k < le; ++k) {
       const LayerTable& table = k == 0 ? t_.enc_first : t_.enc_block;
       std::vector<std::pair<const char*, Act*>> binds{{"x", &enc_[k]}, {"y", &enc_[k + 1]}, {"self_bias", &enc_bias_}};
-      if (k == 0) binds.push_back({"self_mask", &enc_mask_});
+      if (k == 0) binds.emplace_back("self_mask", &enc_mask_);
       enc_runs_.push_back(run_block(table, layout_.block_unit(k), binds));
     }
     enc_final_ = run_root(t_.enc_final, {{"h", &enc_[le]}, {"enc_out", &enc_out_}});
@@ -62,8 +62,8 @@ class T5Driver final : public ModelDriver {
                                                       {"self_bias", &dec_self_bias_},
                                                       {"cross_bias", &dec_cross_bias_}};
       if (k == 0) {
-        binds.push_back({"self_mask", &dec_mask_});
-        binds.push_back({"cross_mask", &cross_mask_});
+        binds.emplace_back("self_mask", &dec_mask_);
+        binds.emplace_back("cross_mask", &cross_mask_);
       }
       dec_runs_.push_back(run_block(table, layout_.block_unit(le + k), binds));
     }

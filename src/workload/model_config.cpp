@@ -96,7 +96,10 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
   }
   ModelConfig m;
   bool has_family = false, has_layers = false, has_heads = false, has_kv = false, has_head_dim = false;
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Named, not structured, bindings: clang 14 (so clang-tidy 14) cannot capture those in lambdas.
+    const auto& key = item.key();
+    const auto& value = item.value();
     auto integer = [&]() -> std::uint64_t {
       if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<std::int64_t>() >= 0))
         throw InputError(fmt::format("{}: '{}' must be a non-negative integer", origin, key));

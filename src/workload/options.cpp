@@ -89,7 +89,7 @@ std::string_view name_of(Padding v) { return name_in(kPaddings, v); }
 std::string_view name_of(ModelFamily v) { return name_in(kFamilies, v); }
 
 void check_options(const WorkloadOptions& o) {
-  auto fail = [](std::string message) { throw InputError(std::move(message)); };
+  auto fail = [](const std::string& message) { throw InputError(message); };
   if (o.world_size < 1 || o.world_size > 65536) fail(fmt::format("--world-size {}: expected 1..65536", o.world_size));
   if (o.rank >= o.world_size)
     fail(fmt::format("--rank {}: expected 0..{} (below --world-size)", o.rank, o.world_size - 1));

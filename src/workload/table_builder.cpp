@@ -37,7 +37,7 @@ TableBuilder::Op TableBuilder::op(std::string name, std::initializer_list<int> i
   d.out = out;
   table_.ops.push_back(std::move(d));
   timed_.push_back(false);
-  return Op(*this, static_cast<int>(table_.ops.size() - 1));
+  return {*this, static_cast<int>(table_.ops.size() - 1)};
 }
 
 OpDef& TableBuilder::Op::def() { return b_.table_.ops[static_cast<std::size_t>(index_)]; }

@@ -78,9 +78,9 @@ class Zero12 final : public FrameworkModel {
     const int first = unit_first_param_[static_cast<std::size_t>(m.unit)];
     const ModuleDef& def = layout_.units[static_cast<std::size_t>(m.unit)].modules[static_cast<std::size_t>(m.module)];
     for (int p : def.params) {
-      TensorId& g = grads_[static_cast<std::size_t>(first + p)];
-      const TensorId fresh =
-          tb_.alloc(gbytes_ * numels_[static_cast<std::size_t>(first + p)], Stream::Default, Tag::Grad);
+      TensorId& g = grads_[static_cast<std::size_t>(first) + static_cast<std::size_t>(p)];
+      const TensorId fresh = tb_.alloc(gbytes_ * numels_[static_cast<std::size_t>(first) + static_cast<std::size_t>(p)],
+                                       Stream::Default, Tag::Grad);
       if (g == 0)
         g = fresh;
       else

@@ -137,7 +137,7 @@ class Zero3 final : public FrameworkModel {
     const int first = unit_first_param_[static_cast<std::size_t>(m.unit)];
     const ModuleDef& def = layout_.units[static_cast<std::size_t>(m.unit)].modules[static_cast<std::size_t>(m.module)];
     for (int p : def.params) {
-      Param& q = params_[static_cast<std::size_t>(first + p)];
+      Param& q = params_[static_cast<std::size_t>(first) + static_cast<std::size_t>(p)];
       const TensorId fresh = tb_.alloc(gbytes_ * q.numel, Stream::Default, Tag::Grad);
       if (q.grad == 0)
         q.grad = fresh;

@@ -68,7 +68,7 @@ void expect_rejected(const std::string& spec, std::vector<std::string> words) {
     ADD_FAILURE() << spec << " was accepted";
   } catch (const InputError& e) {
     const std::string text = e.what();
-    words.push_back("gmlake");
+    words.emplace_back("gmlake");
     for (const std::string& w : words) EXPECT_NE(text.find(w), std::string::npos) << spec << ": " << text;
   }
 }

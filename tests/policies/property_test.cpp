@@ -63,7 +63,7 @@ Trace random_trace(const TraceShape& shape, std::uint64_t seed, int events = 300
   Trace t;
   t.name = std::string(shape.name) + "-" + std::to_string(seed);
   t.strings = kTags;
-  t.strings.push_back("0");
+  t.strings.emplace_back("0");
   std::vector<AllocId> live;
   std::vector<std::pair<int, AllocId>> completing;  // (event count at which to complete, id)
   AllocId next_id = 1;

@@ -2,7 +2,9 @@
 // folder is absent): fidelity through the replay validator, and replay speed.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
+#include <string>
 
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
@@ -42,7 +44,15 @@ TEST_P(RealTrace, ReplaysExactly) {
 INSTANTIATE_TEST_SUITE_P(Snapshots, RealTrace,
                          ::testing::Values("tiny-segments.pickle", "finetune-step-oldformat.pickle",
                                            "gpt2medium-ctx128-train-cutoff.pickle", "lm-forward-bf16-nosegments.pickle",
-                                           "lm2.7b-ctx128-fullstep.pickle", "lm2.7b-ctx512-forward-bf16.pickle"));
+                                           "lm2.7b-ctx128-fullstep.pickle", "lm2.7b-ctx512-forward-bf16.pickle"),
+                         // "lm2.7b-ctx128-fullstep.pickle" -> lm2_7b_ctx128_fullstep
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name(info.param);
+                           name.erase(name.rfind(".pickle"));
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace fraglab

@@ -2,7 +2,7 @@
 // the background (a pid the test can kill). Shared by the end-to-end suites.
 #pragma once
 
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): kill() is POSIX, not in <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 

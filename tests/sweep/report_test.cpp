@@ -25,6 +25,7 @@ SweepRow point(const std::string& name, Bytes reserved_mib, std::uint64_t retrie
 
 std::vector<std::string> names(const std::vector<SweepRow>& rows) {
   std::vector<std::string> out;
+  out.reserve(rows.size());
   for (const SweepRow& r : rows) out.push_back(*r.knobs[0]);
   return out;
 }

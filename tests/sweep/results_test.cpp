@@ -52,6 +52,7 @@ TEST(Results, CanonicalOrderIsTraceThenKnobsNoneFirst) {
                                 row("t2", {"64", "False"}, 5)};
   sort_rows(rows);
   std::vector<Bytes> order;
+  order.reserve(rows.size());
   for (const SweepRow& r : rows) order.push_back(r.metrics.peak_reserved);
   EXPECT_EQ(order, (std::vector<Bytes>{4, 5, 3, 1, 2}));  // t2: none, 64/False, 64/True, 128; then t10
 }

@@ -79,8 +79,8 @@ TEST(SweepCli, KilledSweepResumesToTheUninterruptedResult) {
   std::vector<std::string> args = {"sweep", trace, "--no-progress", "-j1", "-o", killed.string()};
   for (const char* g : {"max_split_size_mb=none,20,32,64,128,256", "expandable_segments=False,True",
                         "roundup_power2_divisions=none,2,4,8"}) {
-    args.push_back("--grid");
-    args.push_back(g);
+    args.emplace_back("--grid");
+    args.emplace_back(g);
   }
   const pid_t pid = testing::spawn_fraglab(args, dir / "killed.log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);

@@ -584,7 +584,7 @@ class TempDir : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   static std::string slurp_raw(const std::string& p) {
     std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
   static void spit(const std::string& p, std::string_view bytes) {
     std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

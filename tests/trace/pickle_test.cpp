@@ -538,6 +538,7 @@ TEST(PickleFastPaths, RepeatedGetRunsDecodeLikeNewOnes) {
     return out;
   };
   std::vector<std::int64_t> a;
+  a.reserve(16);
   for (int i = 0; i < 16; ++i) a.push_back(i);
   EXPECT_EQ(ints(items[20]), a);
   EXPECT_EQ(ints(items[21]), a);

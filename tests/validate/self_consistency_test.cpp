@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <ostream>
+#include <string>
 
 #include "fraglab/policy.hpp"
 #include "fraglab/replay.hpp"
@@ -90,6 +93,16 @@ struct Case {
   Bytes capacity;
 };
 
+// "80GiB", "300MiB": the capacities below are whole GiB or whole MiB.
+std::string capacity_text(Bytes capacity) {
+  return capacity % GiB == 0 ? std::to_string(capacity / GiB) + "GiB" : std::to_string(capacity / MiB) + "MiB";
+}
+
+// Printed by gtest as the case's fields, not as its bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.sample << " \"" << c.options << "\" " << capacity_text(c.capacity);
+}
+
 class SelfConsistency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SelfConsistency, RecordedReplayValidatesExactly) {
@@ -118,7 +131,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"streams.jsonl", "", 80 * GiB},  // two streams, deferred frees
                       Case{"streams.jsonl", "", 120 * MiB}, Case{"streams.jsonl", "expandable_segments:True", 80 * GiB},
                       Case{"streams.jsonl", "expandable_segments:True", 80 * MiB},  // retries
-                      Case{"streams.jsonl", "max_split_size_mb:21", 90 * MiB}));
+                      Case{"streams.jsonl", "max_split_size_mb:21", 90 * MiB}),
+    // {"two-phase.jsonl", "expandable_segments:True", 240 MiB} -> two_phase_expandable_segments_True_240MiB
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      std::string name = c.sample.substr(0, c.sample.rfind(".jsonl"));
+      // (Appended piece by piece: g++ 12 warns, wrongly, of an overlapping memcpy in "_" + string.)
+      if (!c.options.empty()) name.append("_").append(c.options);
+      name.append("_").append(capacity_text(c.capacity));
+      for (char& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
 
 // Too little memory for the sample's peak: requests fail, and the record holds oom entries.
 TEST(SelfConsistencyOom, OutOfMemoryRunsValidate) {

@@ -2,15 +2,24 @@
 // ranks, and option errors that name the flag.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <ostream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include "fraglab/trace_io.hpp"
 #include "trace_walk.hpp"
 
 namespace fraglab {
+
+// gtest prints a Framework by its --framework spelling, not as a byte dump. (In fraglab, not in
+// the unnamed namespace, so that argument-dependent lookup finds it.)
+static void PrintTo(Framework framework, std::ostream* os) { *os << name_of(framework); }
+
 namespace {
 
 using testing::reference_options;
@@ -21,17 +30,17 @@ std::string jsonl(const Trace& t) {
   return std::move(out).str();
 }
 
-class EveryFramework : public ::testing::TestWithParam<std::tuple<Framework, const char*>> {};
+class EveryFramework : public ::testing::TestWithParam<std::tuple<Framework, std::string>> {};
 
 TEST_P(EveryFramework, ValidRoundTripsAndDeterministic) {
   const auto [framework, model] = GetParam();
   WorkloadOptions o = reference_options(model, 2, 3);
   o.framework = framework;
-  if (std::string(model) == "llama2-7b") {
+  if (model == "llama2-7b") {
     o.attention = AttentionImpl::Sdpa;
     o.seq_len = 512;
   }
-  if (std::string(model) == "t5-3b") o.padding = Padding::Longest;
+  if (model == "t5-3b") o.padding = Padding::Longest;
   const Trace t = generate_trace(o);
   EXPECT_NO_THROW(validate_trace(t, "generated"));
   const std::string text = jsonl(t);
@@ -42,7 +51,15 @@ TEST_P(EveryFramework, ValidRoundTripsAndDeterministic) {
 INSTANTIATE_TEST_SUITE_P(All, EveryFramework,
                          ::testing::Combine(::testing::Values(Framework::Fsdp1, Framework::Fsdp2, Framework::Zero1,
                                                               Framework::Zero2, Framework::Zero3),
-                                            ::testing::Values("gpt2-xl", "t5-3b", "llama2-7b")));
+                                            ::testing::Values("gpt2-xl", "t5-3b", "llama2-7b")),
+                         // (Fsdp2, "gpt2-xl") -> fsdp2_gpt2_xl
+                         [](const ::testing::TestParamInfo<EveryFramework::ParamType>& info) {
+                           std::string name =
+                               std::string(name_of(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
 
 TEST(Generate, MarksStepsAndPhasesAndUsesEveryTag) {
   const Trace t = generate_trace(reference_options("gpt2-xl", 2, 2));

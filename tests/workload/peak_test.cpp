@@ -4,6 +4,9 @@
 // and optimizer phases.
 #include <gtest/gtest.h>
 
+#include <ostream>
+#include <string>
+
 #include "trace_walk.hpp"
 
 namespace fraglab {
@@ -18,6 +21,14 @@ struct Case {
   double expected_gb;
 };
 
+// Printed by gtest as the case's value ("b=8, 15.7 GB"), not as its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << "b=" << c.micro_batch << ", " << c.expected_gb << " GB"; }
+
+// "b8": the micro-batch size is what tells the cases apart.
+std::string micro_batch_name(const ::testing::TestParamInfo<Case>& info) {
+  return "b" + std::to_string(info.param.micro_batch);
+}
+
 class Gpt2XlPeak : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Gpt2XlPeak, WithinTwentyPercentOfTheWorkloadModel) {
@@ -30,7 +41,8 @@ TEST_P(Gpt2XlPeak, WithinTwentyPercentOfTheWorkloadModel) {
 // §5.1: b=8 → ~15.7 GB, 16 → ~21.9, 32 → ~34.3, 64 → ~59 (max of A = 9.51 + 0.775·b,
 // B = 9.8 + 0.49·b, C = 15.6).
 INSTANTIATE_TEST_SUITE_P(WorkloadModel, Gpt2XlPeak,
-                         ::testing::Values(Case{8, 15.7}, Case{16, 21.9}, Case{32, 34.3}, Case{64, 59.0}));
+                         ::testing::Values(Case{8, 15.7}, Case{16, 21.9}, Case{32, 34.3}, Case{64, 59.0}),
+                         micro_batch_name);
 
 class T5ThreeBPeak : public ::testing::TestWithParam<Case> {};
 
@@ -47,7 +59,8 @@ TEST_P(T5ThreeBPeak, WithinTwentyPercentOfTheWorkloadModel) {
 // §5.1, s_e = s_d = 512: backward peak b=8 ≈ 22, 16 ≈ 26, 32 ≈ 35, 64 ≈ 51 GB; optimizer phase
 // C = 28.5 GB; the step peak is the larger.
 INSTANTIATE_TEST_SUITE_P(WorkloadModel, T5ThreeBPeak,
-                         ::testing::Values(Case{8, 28.5}, Case{16, 28.5}, Case{32, 35.0}, Case{64, 51.0}));
+                         ::testing::Values(Case{8, 28.5}, Case{16, 28.5}, Case{32, 35.0}, Case{64, 51.0}),
+                         micro_batch_name);
 
 TEST(OptimizerPhase, IsTwentyPsiOverN) {
   // C = 4Ψ/N·3 + 8Ψ/N: params, grads, sqrt temporaries, Adam states (wm §5.1) = 15.6 GB for

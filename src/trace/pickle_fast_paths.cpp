@@ -1,0 +1,363 @@
+// The pickle reader's fast paths: the bytes most of a snapshot is made of, taken without going
+// through the dispatch switch one opcode at a time. Runs of memo GETs (a stack's frames) are
+// checked by a tight loop and remembered by their bytes (take_get_run); flat dicts (trace
+// entries) are built in place in the arena and share their key arrays, matched by the bytes that
+// fetch them (take_flat_dicts). Each gives up, with nothing changed, on anything the checked path
+// in pickle.cpp would look at closer, so errors and results are those of the checked path.
+#include "trace/pickle_internal.hpp"
+
+namespace fraglab::pickle::internal {
+
+const Machine::KeyTemplate Machine::kNoKeyTemplate{};
+// A list of stack frames is a run of memo GETs (frame dicts are shared between entries), most of
+// every snapshot: the run is taken here in two passes. The first (valid_get_run_end) checks each
+// GET (whole, and naming a set slot) and stops before the first that is not, which the caller then
+// runs on the checked path, so errors are those of one GET at a time. The second pushes the
+// values, unless an APPENDS into a skipped list follows and would drop them at once.
+// Returns the end of the checked run (`at` when its first GET is not valid).
+const unsigned char* Machine::take_get_run(const unsigned char* at) {
+  const unsigned char* q = valid_get_run_end(at);
+  if (q == at) return at;
+  if (q < end_ && *q == APPENDS && floor_ > 0 && stack_[floor_ - 1].kind == Kind::Skipped &&
+      static_cast<Kind>(stack_[floor_ - 1].length) == Kind::List)
+    return q;  // APPENDS drops everything above its MARK (or fails without looking at it)
+  const Value* const memo = &memo_[0];
+  stack_.reserve_more(static_cast<std::size_t>(q - at) / 2);
+  Value* top = stack_.top();
+  for (const unsigned char* r = at; r < q;) {
+    if (*r == BINGET) {
+      *top++ = memo[r[1]];
+      r += 2;
+    } else {
+      *top++ = memo[load_le<std::uint32_t>(r + 1)];
+      r += 5;
+    }
+  }
+  stack_.set_top(top);
+  return q;
+}
+
+// The end of the run of whole GETs naming set slots that starts at `at`.
+const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
+  const Value* const memo = &memo_[0];
+  const std::size_t memo_size = memo_.size();
+  const bool dense = memo_count_ == memo_size;  // no unset slots
+  const unsigned char* const end = end_;
+  const unsigned char* q = at;
+  // The same stack gives the same GETs, byte for byte: a run seen before is not decoded again.
+  // It is looked up by its bytes up to the next APPENDS byte followed by SETITEMS or with no GET
+  // opcode byte in the four after it, which is where a list of frames ends (it is the last value
+  // of its dict, and a new dict or list follows). An
+  // APPENDS byte inside a LONG_BINGET index has the next GET within four bytes: stopping there
+  // gave every run through that frame the same key, and those runs evicted each other. A byte
+  // taken for the end wrongly only changes the key's length. A hit is confirmed by comparing the
+  // whole run and seeing a non-GET opcode after it. The same bytes from the same start decode the
+  // same way; their indices were below the memo size of that time, and set slots stay set.
+  RunMemo* memo_slot = nullptr;
+  std::uint64_t run_hash = 0;
+  if (end - q >= 16) {
+    const unsigned char* const limit = q + std::min<std::ptrdiff_t>(end - q, 4096);
+    const unsigned char* key_end = q;
+    for (;;) {
+      key_end =
+          static_cast<const unsigned char*>(std::memchr(key_end, APPENDS, static_cast<std::size_t>(limit - key_end)));
+      if (!key_end || limit - key_end < 5) {
+        key_end = nullptr;
+        break;
+      }
+      if (key_end[1] == SETITEMS ||
+          (kGetLength[key_end[1]] | kGetLength[key_end[2]] | kGetLength[key_end[3]] | kGetLength[key_end[4]]) == 0)
+        break;
+      ++key_end;
+    }
+    if (key_end && key_end - q >= 16) {
+      // Every byte counts: runs of one program share long prefixes and suffixes. Four lanes of
+      // 8 bytes each, as one lane is a chain of multiplies whose latency bounds the loop. No
+      // rotate in the chain: each step is a bijection of the state, so runs of one length that
+      // differ in one word never collide, and the final multiply carries every lane's bits up
+      // into the top bits the slot is taken from (hits are confirmed by their bytes anyway).
+      const auto n = static_cast<std::uint64_t>(key_end - q);
+      constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+      auto mix = [](std::uint64_t h, std::uint64_t w) { return (h ^ w) * kMul; };
+      std::uint64_t h0 = n, h1 = n + 1, h2 = n + 2, h3 = n + 3;
+      const unsigned char* w = q;
+      for (; key_end - w >= 32; w += 32) {
+        h0 = mix(h0, load_le<std::uint64_t>(w));
+        h1 = mix(h1, load_le<std::uint64_t>(w + 8));
+        h2 = mix(h2, load_le<std::uint64_t>(w + 16));
+        h3 = mix(h3, load_le<std::uint64_t>(w + 24));
+      }
+      for (; key_end - w >= 8; w += 8) h0 = mix(h0, load_le<std::uint64_t>(w));
+      const std::uint64_t h = h0 ^ std::rotl(h1, 16) ^ std::rotl(h2, 32) ^ std::rotl(h3, 48);
+      run_hash = (h ^ load_le<std::uint64_t>(key_end - 8)) * 0xC2B2AE3D27D4EB4Full;
+      // Two ways per set: a program's few hundred distinct stacks in one way each collided
+      // often enough that a third of the runs decoded again were evicted ones, not new ones.
+      memo_slot = &run_memo_[(run_hash >> (64 - kRunMemoBits)) & ~std::size_t{1}];
+      for (int way = 0; way < 2; ++way) {
+        const RunMemo& m = memo_slot[way];
+        const std::size_t length = m.length;
+        if (m.hash == run_hash && length != 0 && static_cast<std::size_t>(end - q) > length &&
+            kGetLength[q[length]] == 0 && std::memcmp(q, m.start, length) == 0) {
+          if (way == 1) std::swap(memo_slot[0], memo_slot[1]);  // the last used comes first
+          q += length;
+          goto decoded;
+        }
+      }
+    }
+  }
+  if (dense) {
+    // While 5 bytes are readable, no branch on which GET it is (the two mix irregularly).
+    while (end - q >= 5) {
+      const unsigned length = kGetLength[*q];
+      const std::uint32_t raw = load_le<std::uint32_t>(q + 1);
+      const std::size_t index = length == 2 ? (raw & 0xffu) : raw;
+      if (length == 0 || index >= memo_size) break;
+      q += length;
+    }
+  }
+  // The checked way: near the end, or with unset slots.
+  while (q < end) {
+    const unsigned length = kGetLength[*q];
+    if (length == 0 || static_cast<std::size_t>(end - q) < length) break;
+    const std::size_t index = length == 2 ? q[1] : load_le<std::uint32_t>(q + 1);
+    if (index >= memo_size || memo[index].kind == Kind::Missing) break;
+    q += length;
+  }
+  if (q == at) return at;
+  // Remembered when it ended at another opcode (not at a bad GET or the input's end).
+  if (memo_slot && q < end && kGetLength[*q] == 0) {
+    memo_slot[1] = memo_slot[0];  // the least recently used way goes
+    memo_slot[0] = RunMemo{run_hash, at, static_cast<std::size_t>(q - at)};
+  }
+decoded:
+  return q;
+}
+
+// A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs
+// (a key is a memo GET or a short str; a value a memo GET, short str, small int, None or bool, or
+// the frames value: a skipped list of GETs, or a GET of a shared one), each maybe memoized, then
+// SETITEMS. Taken here a pair at a time, building the dict in place in the arena instead of
+// through the stack. Entries list the same keys, fetched by the same GET bytes: while a key's
+// bytes are those of the last dict's key at its position (key_template_), it is that key, with
+// one compare instead of a decode and a check; a dict whose keys all matched shares the last
+// one's key array (DictObject). Only the value goes through a switch. Anything else, or anything
+// the checked path would look at closer (an error, a key that is not plain, a skipped value under
+// another key, the input's last bytes), returns `at` with nothing changed: the checked path then
+// runs the same bytes. Returns the byte after SETITEMS on success, with the dict pushed.
+[[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
+  constexpr std::size_t kMaxPairs = kMaxFlatPairs;
+  // Readable bytes at the start of a pair: a key (5) and a value (10, LONG1 of 8 bytes), each
+  // maybe followed by MEMOIZE, and the opcode after. A str checks its own length.
+  constexpr std::ptrdiff_t kPairBytes = 24;
+  const unsigned char* const end = end_;
+  if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK || memo_count_ != memo_.size()) return at;
+  // A pair may start at or before this with kPairBytes readable.
+  const unsigned char* const last_pair_start = end - begin_ >= kPairBytes ? end - kPairBytes : begin_;
+  // New memo slots are written past the memo's top and kept only on success; at most one per
+  // opcode read below (the dict, and each key, value and frames list).
+  const std::size_t memo_before = memo_.size();
+  memo_.reserve_more(2 * kMaxPairs + 2);
+  Value* const memo = &memo_[0];
+  Value* memo_top = memo + memo_before;
+  auto give_up = [&] {
+    memo_.shrink_to(memo_before);
+    memo_count_ = memo_before;
+    return at;
+  };
+  constexpr unsigned kNotPlainKey = 1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
+                                    1u << static_cast<unsigned>(Kind::Skipped);
+  // The dict and its values go to the arena in one block, written in place and taken at the end
+  // (nothing else allocates from the arena meanwhile); the keys gather here until it is known
+  // whether they are the last dict's keys.
+  constexpr std::size_t kHeader = (sizeof(DictObject) + 15) & ~std::size_t{15};
+  auto* const block = static_cast<unsigned char*>(arena_.peek(kHeader + kMaxPairs * sizeof(Value)));
+  Value dict;
+  dict.kind = Kind::Dict;
+  dict.dict = reinterpret_cast<DictObject*>(block);
+  *memo_top++ = dict;
+  Value* const values = reinterpret_cast<Value*>(block + kHeader);
+  // While the keys are the template's (tmpl, below), they are not copied; from the first that is
+  // not, the keys and their bytes gather here. Uninitialised: only keys[0, n) are ever read.
+  union Keys {
+    Keys() {}  // NOLINT(modernize-use-equals-default): `= default` would be deleted (Value has a constructor)
+    Value values[kMaxPairs];
+  } keys;
+  std::array<std::uint64_t, kMaxPairs> key_bytes;  // as KeyTemplate::bytes
+  const KeyTemplate* tmpl = key_template_.memo_overwrites == memo_overwrites_ ? &key_template_ : &kNoKeyTemplate;
+  bool own_keys = false;  // keys[] and key_bytes[] hold keys [0, n)
+  std::size_t n = 0;      // pairs read
+  const unsigned char* q = at + 3;
+  for (;;) {
+    if (q > last_pair_start) [[unlikely]] {
+      if (q < end && *q == SETITEMS) break;
+      return give_up();
+    }
+    // The key: the template's, by the same bytes, or read and checked. (A template matches only
+    // below its size, so n stays below kMaxPairs on that path.)
+    const Value* key;
+    const std::uint64_t eight_bytes = load_le<std::uint64_t>(q);
+    if ((eight_bytes & tmpl->masks[n]) == tmpl->bytes[n]) [[likely]] {
+      key = &tmpl->keys[n];
+      q += tmpl->lengths[n];
+    } else {
+      if (*q == SETITEMS) break;
+      if (n == kMaxPairs) return give_up();
+      if (!own_keys) {  // the keys so far were the template's
+        copy_values(keys.values, tmpl->keys, n);
+        std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());
+        own_keys = true;
+        tmpl = &kNoKeyTemplate;
+      }
+      Value& k = keys.values[n];
+      key_bytes[n] = kNoKeyBytes;
+      if (*q == BINGET || *q == LONG_BINGET) {
+        const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
+        if (index >= static_cast<std::size_t>(memo_top - memo)) return give_up();
+        k = memo[index];
+        key_bytes[n] = eight_bytes & kGetMask[*q];
+        q += kGetLength[*q];
+      } else if (*q == SHORT_BINUNICODE) {
+        const std::size_t length = q[1];
+        if (static_cast<std::size_t>(end - q) < 2 + length + kPairBytes || utf8_error_offset(q + 2, length) != length)
+          return give_up();
+        k = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
+        q += 2 + length;
+      } else {
+        return give_up();
+      }
+      if (((1u << static_cast<unsigned>(k.kind)) & kNotPlainKey) != 0) return give_up();
+      key = &k;
+    }
+    if (*q == MEMOIZE) {
+      *memo_top++ = *key;
+      ++q;
+    }
+    // The value.
+    Value& v = values[n];
+    switch (*q) {
+      case BINGET:
+      case LONG_BINGET: {
+        const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
+        if (index >= static_cast<std::size_t>(memo_top - memo)) return give_up();
+        v = memo[index];
+        // A shared frames list: skipped, so only under the skip key.
+        if (v.kind == Kind::Skipped && !is_skip_key(*key)) return give_up();
+        q += kGetLength[*q];
+        break;
+      }
+      case SHORT_BINUNICODE: {
+        const std::size_t length = q[1];
+        if (static_cast<std::size_t>(end - q) < 2 + length + 1 || utf8_error_offset(q + 2, length) != length)
+          return give_up();
+        v = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
+        q += 2 + length;
+        break;
+      }
+      case BININT1:
+        v = make_int(q[1]);
+        q += 2;
+        break;
+      case BININT2:
+        v = make_int(load_le<std::uint16_t>(q + 1));
+        q += 3;
+        break;
+      case BININT:
+        v = make_int(load_le<std::int32_t>(q + 1));
+        q += 5;
+        break;
+      case LONG1: {
+        const std::size_t length = q[1];
+        if (length - 1 >= 8) return give_up();
+        const unsigned shift = static_cast<unsigned>(64 - 8 * length);
+        v = make_int(static_cast<std::int64_t>(load_le<std::uint64_t>(q + 2) << shift) >> shift);
+        q += 2 + length;
+        break;
+      }
+      case NONE:
+        v = Value{};
+        ++q;
+        break;
+      case NEWTRUE:
+      case NEWFALSE:
+        v = Value{};
+        v.kind = Kind::Bool;
+        v.boolean = *q == NEWTRUE;
+        ++q;
+        break;
+      case EMPTY_LIST:
+        // Only the skip key's value: a list of frames, skipped.
+        if (!is_skip_key(*key)) return give_up();
+        v = skipped(Kind::List);
+        ++q;
+        if (*q == MEMOIZE) {
+          *memo_top++ = v;
+          ++q;
+        }
+        if (*q == MARK) {
+          memo_.set_top(memo_top);  // the GETs may name the slots added here
+          memo_count_ = memo_.size();
+          const unsigned char* run_end = valid_get_run_end(q + 1);
+          if (run_end == end || *run_end != APPENDS) return give_up();
+          q = run_end + 1;
+        }
+        ++n;
+        continue;
+      default:
+        return give_up();
+    }
+    if (*q == MEMOIZE) {
+      *memo_top++ = v;
+      ++q;
+    }
+    ++n;
+  }
+  // SETITEMS: every pair is already checked.
+  arena_.take(kHeader + n * sizeof(Value));
+  DictObject& d = *dict.dict;
+  d.values = values;
+  d.size = static_cast<std::uint32_t>(n);
+  d.capacity = 0;  // the next update copies both arrays (the keys may be shared)
+  if (!own_keys && n == tmpl->size && n > 0) {
+    d.keys = tmpl->keys;
+  } else {
+    if (!own_keys) {
+      copy_values(keys.values, tmpl->keys, n);
+      std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());
+    }
+    Value* own = n ? alloc_values(n) : nullptr;
+    copy_values(own, keys.values, n);
+    d.keys = own;
+    key_template_.keys = own;
+    key_template_.size = n;
+    key_template_.memo_overwrites = memo_overwrites_;
+    for (std::size_t i = 0; i <= kMaxPairs; ++i) {
+      const std::uint64_t bytes = i < n ? key_bytes[i] : kNoKeyBytes;
+      key_template_.bytes[i] = bytes;
+      key_template_.lengths[i] = kGetLength[bytes & 0xff];
+      key_template_.masks[i] = bytes == kNoKeyBytes ? 0 : kGetMask[bytes & 0xff];
+    }
+  }
+  memo_.set_top(memo_top);
+  memo_count_ = memo_.size();
+  push(dict);
+  return q + 1;
+}
+
+// Consecutive flat dicts (a list of trace entries) in one call, so the per-call work is paid once
+// per run of them: returns past the last one taken (`at` when none). A dict it gave up on is
+// remembered, so that the checked path, which the caller runs next, does not try it again.
+const unsigned char* Machine::take_flat_dicts(const unsigned char* at) {
+  if (at == flat_dict_refused_) return at;
+  const unsigned char* q = at;
+  for (;;) {
+    const unsigned char* after = take_flat_dict(q);
+    if (after == q) {
+      flat_dict_refused_ = q;
+      return q;
+    }
+    q = after;
+    if (q == end_ || *q != EMPTY_DICT) return q;
+  }
+}
+
+}  // namespace fraglab::pickle::internal
