@@ -1,7 +1,7 @@
 // Replay throughput: a parsed trace through a policy on a fresh simulated device per iteration,
 // through run_replay as every command replays.
-// items_per_second = trace events replayed per second (single thread). Targets (issue 5): every
-// policy >= 1 M events/s on lm2.7b-ctx128-fullstep; offline plans and replays 1 M events < 10 s.
+// items_per_second = trace events replayed per second (single thread). Targets: every policy
+// >= 1 M events/s on lm2.7b-ctx128-fullstep; offline plans and replays 1 M events < 10 s.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

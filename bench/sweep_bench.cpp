@@ -15,7 +15,7 @@ namespace {
 
 const std::string kTrace = std::string(FRAGLAB_REAL_TRACES) + "/lm2.7b-ctx128-fullstep.pickle";
 
-// 7 x 2 x 5 x 3 = 210 settings: the knobs users sweep (design.md, users' job 1).
+// 7 x 2 x 5 x 3 = 210 settings: the knobs users sweep (what users tune in PYTORCH_CUDA_ALLOC_CONF).
 std::vector<Setting> bench_settings() {
   SweepGrid grid;
   grid.axes = {parse_grid_axis("max_split_size_mb=none,20,32,64,128,256,512"),
@@ -33,6 +33,7 @@ void sweep_lm27b(benchmark::State& state) {
   static const Trace trace = read_trace(kTrace);
   const std::vector<Setting> settings = bench_settings();
   std::vector<SweepJob> jobs;
+  jobs.reserve(settings.size());
   for (const Setting& s : settings) jobs.push_back({&trace, s.spec});
   SweepRunOptions options;
   options.threads = static_cast<unsigned>(state.range(0));

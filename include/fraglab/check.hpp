@@ -1,5 +1,5 @@
 // The CI gate (`fraglab check`): compares replay results with a stored baseline, both in the
-// results-JSON format of `fraglab replay --json` (design.md, "Results JSON"), metric by metric
+// results-JSON format of `fraglab replay --json` (README "Metrics"), metric by metric
 // against thresholds, and says what regressed and by how much.
 //
 // Invariants:

@@ -1,4 +1,4 @@
-// Device: the physical memory a policy reserves from (design.md, "The core vocabulary").
+// Device: the physical memory a policy reserves from (docs/architecture.md).
 //
 // Two families of calls, as on a CUDA GPU:
 //  - malloc/free, like cudaMalloc/cudaFree: a contiguous range backed by memory at once;

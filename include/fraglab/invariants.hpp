@@ -9,7 +9,7 @@
 //  6. the policy's own invariants hold: Policy::audit() finds nothing, after every event.
 // A block is live from its alloc until its free *completes*, with one exception: once the policy
 // flushes its cache (num_alloc_retries grows) or the trace calls empty_cache, blocks whose free
-// was requested are free, because PyTorch synchronises every stream first there (cca-spec §5.3)
+// was requested are free, because PyTorch synchronises every stream first there (allocator-model §5.3)
 // and may reuse them before the trace's free_completed arrives.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Policy: an allocator design under test (design.md, "The core vocabulary").
+// Policy: an allocator design under test (docs/architecture.md).
 //
 // A policy hands out blocks carved from memory it reserves on a Device. It never reads traces or
 // writes reports; the Replayer drives it. All of its reserved memory comes from the Device, so
@@ -54,7 +54,7 @@ struct SegmentView {
 };
 
 // A block of the start state whose size the trace does not record (an allocation live at the
-// start of a cut-off trace, freed before the dump: cca-spec §12.2), as far as the policy could
+// start of a cut-off trace, freed before the dump: allocator-model §12.2), as far as the policy could
 // pin it down from the trace's own evidence.
 struct StartBlock {
   AllocId id = 0;

@@ -1,4 +1,5 @@
-// The policy authors' kit: what every policy needs and used to write for itself (issue 15 §1).
+// The policy authors' kit: what every policy needs and used to write for itself (docs/architecture.md "Writing a
+// policy").
 //  - sizes: one align_up / align_down, and one meaning of the largest request (kImpossibleRequest);
 //  - options: OptionReader, driven by the policy's registered PolicyInfo.options (names, defaults,
 //    the "unknown option ... (accepted: ...)" error), with typed value parsers;
@@ -27,7 +28,7 @@ constexpr Bytes align_down(Bytes value, Bytes alignment) { return value / alignm
 // The largest request: a size at or above 2^60 bytes (1 EiB) is impossible. No device has an
 // exabyte; the trace readers refuse such sizes as corrupt input ("impossible size",
 // src/trace/live_allocations.hpp, detail::kImpossibleSize) and PyTorch fails ">= 1 EB" requests up
-// front (cca-spec §5). A policy handed one anyway (a what-if, a test) fails it as out of memory
+// front (allocator-model §5). A policy handed one anyway (a what-if, a test) fails it as out of memory
 // without rounding it, so no size arithmetic can wrap 64 bits.
 inline constexpr Bytes kImpossibleRequest = Bytes{1} << 60;
 constexpr bool impossible_request(Bytes size) { return size >= kImpossibleRequest; }

@@ -1,5 +1,5 @@
 // Replayer: drives a Trace through a Policy on a Device, single-threaded and deterministic, and
-// measures the metrics of design.md ("Results JSON"). Observers (timeline, invariant checker,
+// measures the metrics of README "Metrics". Observers (timeline, invariant checker,
 // validation) see the state after every event; they compose, the loop knows none of them.
 #pragma once
 
@@ -71,7 +71,7 @@ class ReplayObserver {
   virtual void on_finish() {}
 };
 
-// Where a replay of a trace that begins mid-run starts (design.md "What-if semantics").
+// Where a replay of a trace that begins mid-run starts (README "What-if answers on a snapshot").
 enum class StartState : std::uint8_t {
   // The recorded segments and blocks, adopted as they were (Policy::adopt): what the run had, and
   // faithful only under the settings that made it (what `validate` uses).

@@ -1,4 +1,4 @@
-// Renderers for replay results: the stable results JSON of design.md and a text table.
+// Renderers for replay results: the stable results JSON (README "Metrics") and a text table.
 // Output is deterministic: wall-clock figures are included only when asked for.
 #pragma once
 
@@ -25,7 +25,7 @@ struct ReportOptions {
   bool include_stats = false;   // the policy's detailed statistics
 };
 
-// {"trace": {...}, "device": {...}, "runs": [...]} with the stable keys of design.md.
+// {"trace": {...}, "device": {...}, "runs": [...]} with the stable keys of README "Metrics".
 nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
                             const std::vector<ReplayResult>& runs, const ReportOptions& options = {});
 nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options = {});

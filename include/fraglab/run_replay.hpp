@@ -3,7 +3,7 @@
 // observers asked for, runs the Replayer once and returns its result. Building happens once per
 // run, never per event, so the loop costs what the Replayer alone costs.
 //
-// Observers compose (design.md "Style": behaviour added by composition): each is optional, and
+// Observers compose (docs/architecture.md: behaviour added by composition): each is optional, and
 // they see the events in this order: the extra observers in the order given (the timeline first),
 // then the invariant checker, then the progress callback.
 #pragma once

@@ -1,4 +1,4 @@
-// What a cut-off trace (cca-spec §12) implies about its start state beyond what the snapshot
+// What a cut-off trace (allocator-model §12) implies about its start state beyond what the snapshot
 // records: where the virtual ranges of expandable segments begin.
 #pragma once
 
@@ -11,7 +11,7 @@ namespace fraglab {
 // One virtual range of expandable segments live at the start: the mapped runs of one (stream,
 // pool) that fit in one range, and the address the range starts at.
 //
-// A range is one reservation of range_size bytes (cca-spec §7.1); the snapshot shows only its
+// A range is one reservation of range_size bytes (allocator-model §7.1); the snapshot shows only its
 // mapped runs (§7.6). Everything below the lowest run is unmapped at the start, and growth maps
 // the lowest unmapped block that has room, from its start (§7.2): so the first map the trace
 // records below the lowest run (of the same stream and pool, within one range of the runs) is

@@ -84,7 +84,7 @@ struct SweepRow {
   std::string device;                             // device spec, e.g. "sim" or "sim:40GiB"
   std::string spec;                               // policy spec
   std::vector<std::optional<std::string>> knobs;  // the swept values, one per knob column
-  // The results-JSON metrics (design.md): peaks, fragmentation_at_peak, peak_utilization,
+  // The results-JSON metrics (README "Metrics"): peaks, fragmentation_at_peak, peak_utilization,
   // retries, ooms, device calls. The other fields stay 0.
   Metrics metrics;
 

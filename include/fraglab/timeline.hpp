@@ -14,7 +14,7 @@ namespace fraglab {
 
 class TimelineWriter final : public ReplayObserver {
  public:
-  TimelineWriter(std::ostream& out, std::string policy, std::uint64_t every = 1);
+  TimelineWriter(std::ostream& out, const std::string& policy, std::uint64_t every = 1);
   static void write_header(std::ostream& out);
 
   void on_start(const Trace& trace, const Policy& policy) override;

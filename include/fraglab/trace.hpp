@@ -1,5 +1,5 @@
 // The Trace: an ordered stream of allocator events for one device, plus the allocator state the
-// device was in when the stream starts (for snapshots whose history was cut off, cca-spec §12).
+// device was in when the stream starts (for snapshots whose history was cut off, allocator-model §12).
 //
 // Invariants (checked by validate_trace(), relied on by the Replayer):
 //  - every `alloc` id is unique among live allocations (ids of initial allocations included);
@@ -64,7 +64,7 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
-// A segment that existed when the trace starts (cca-spec §12.2). For expandable segments this is
+// A segment that existed when the trace starts (allocator-model §12.2). For expandable segments this is
 // one mapped run, as the snapshot reports it.
 struct InitialSegment {
   Addr addr = 0;

@@ -30,12 +30,12 @@ inline constexpr std::string_view kStdinOrigin = "<stdin>";
 // was expected.
 Trace read_trace(const std::string& path, const TraceReadOptions& options = {});
 
-// Native JSONL (design.md "Native trace"). `origin` names the input in error messages.
+// Native JSONL (README "Traces"). `origin` names the input in error messages.
 Trace parse_jsonl(std::string_view text, std::string_view origin);
 void write_jsonl(const Trace& trace, std::ostream& out);
 void write_jsonl_file(const Trace& trace, const std::string& path);  // ".gz" suffix: gzip
 
-// PyTorch snapshot pickle bytes -> Trace for one device, initial state rebuilt (cca-spec §12).
+// PyTorch snapshot pickle bytes -> Trace for one device, initial state rebuilt (allocator-model §12).
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options = {});
 
 // Every device of a snapshot that has trace entries or segments: (device index, its Trace).

@@ -76,7 +76,7 @@ struct ValidationReport {
   std::string available_source;
   std::vector<std::string> notes;  // what was inferred, and what the snapshot lacks
   // Start-state blocks (allocations live at the start, freed before the dump) whose size the
-  // trace does not pin down, with the sizes it allows (cca-spec §12.2).
+  // trace does not pin down, with the sizes it allows (allocator-model §12.2).
   std::vector<StartBlock> undetermined_blocks;
   std::optional<Divergence> first_divergence;
 };

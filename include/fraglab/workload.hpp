@@ -1,6 +1,6 @@
 // Synthetic training-step traces: the allocation stream one rank of a sharded-data-parallel
 // transformer training run sends to PyTorch's caching allocator, generated from the workload model
-// (../shared/docs/workload-model.md, cited below as "wm §N").
+// (docs/workload-model.md, cited below as "wm §N").
 //
 // What is modelled (wm §2-§6): model shapes and parameters (§1), per-layer saved and transient
 // activation tensors with and without activation recomputation (§2), PyTorch FSDP1 / FSDP2 (§3)

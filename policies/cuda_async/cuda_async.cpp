@@ -1,5 +1,5 @@
 // cuda_async: PyTorch's `backend:cudaMallocAsync` — every request is cudaMallocAsync(n, stream)
-// on the device's default memory pool, every free cudaFreeAsync (anchors.md §1.3, cca-spec §9).
+// on the device's default memory pool, every free cudaFreeAsync (anchors.md §1.3, allocator-model §9).
 //
 // What is documented, and modelled as documented:
 //  - PyTorch (c10/cuda/CUDAMallocAsyncAllocator.cpp): no rounding, pools or splitting of its own;

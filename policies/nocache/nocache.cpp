@@ -1,5 +1,5 @@
 // nocache: every request goes straight to the device and every free straight back, as PyTorch
-// does with PYTORCH_NO_CUDA_MEMORY_CACHING=1 (cca-spec §5: "plain cudaMalloc/cudaFree, allocator
+// does with PYTORCH_NO_CUDA_MEMORY_CACHING=1 (allocator-model §5: "plain cudaMalloc/cudaFree, allocator
 // bypassed"). The honest baseline: no cache, so no fragmentation inside the allocator and no
 // retries, but one device call per allocation and per free.
 //

@@ -44,7 +44,7 @@ namespace {
 constexpr Bytes kMaxAlignment = GiB;
 
 struct OfflineOptions {
-  Bytes alignment;  // 512 by default: PyTorch's kMinBlockSize (cca-spec §1.1), blocks are 512-aligned
+  Bytes alignment;  // 512 by default: PyTorch's kMinBlockSize (allocator-model §1.1), blocks are 512-aligned
 };
 
 OfflineOptions parse_options(std::string_view text) {

@@ -1,4 +1,4 @@
-// Rebuilding the allocator state a cut-off trace starts from (cca-spec §12.2).
+// Rebuilding the allocator state a cut-off trace starts from (allocator-model §12.2).
 //
 // Each initial segment becomes a device range at its recorded address (or wherever the device
 // puts it: the segment's blocks move by the same offset), counted in the stats like a segment

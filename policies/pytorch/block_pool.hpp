@@ -1,4 +1,4 @@
-// Blocks, segments and the pools of free blocks (cca-spec §2, §3.1, §4).
+// Blocks, segments and the pools of free blocks (allocator-model §2, §3.1, §4).
 //
 // Invariants:
 //  - a Node is one block: a contiguous range of one segment; the blocks of a segment form a

@@ -1,4 +1,4 @@
-// The malloc ladder (cca-spec §5), best-fit search (§3), split (§4.1/§4.2/§4.4) and the free
+// The malloc ladder (allocator-model §5), best-fit search (§3), split (§4.1/§4.2/§4.4) and the free
 // path (§6, merge §4.3). Release rungs live in release.cpp, page mapping in expandable.cpp.
 #include "pytorch/caching_allocator.hpp"
 

@@ -1,4 +1,4 @@
-// The emulated DeviceCachingAllocator: PyTorch's decisions, request by request (cca-spec §3-§7).
+// The emulated DeviceCachingAllocator: PyTorch's decisions, request by request (allocator-model §3-§7).
 //
 // Invariants (each file implementing a part cites the spec section it copies):
 //  - total_ (PyTorch's total_allocated_memory) == bytes this allocator holds from the device ==

@@ -1,4 +1,4 @@
-// Option parsing with each version's tokeniser and validation messages (cca-spec §10).
+// Option parsing with each version's tokeniser and validation messages (allocator-model §10).
 //
 // Structure: `version:` is taken out first (it selects everything else); then the rest of the
 // string goes through the selected version's tokeniser; each recognised key is handled by one

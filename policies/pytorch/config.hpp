@@ -1,4 +1,4 @@
-// The pytorch policy's options: PYTORCH_CUDA_ALLOC_CONF syntax plus `version:` (cca-spec §10).
+// The pytorch policy's options: PYTORCH_CUDA_ALLOC_CONF syntax plus `version:` (allocator-model §10).
 //
 // Invariants:
 //  - a Config is the result of exactly one parse of one option string, with PyTorch's defaults

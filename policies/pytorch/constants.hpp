@@ -1,4 +1,4 @@
-// PyTorch CUDACachingAllocator constants (cca-spec §1.1). Identical from 1.13 to newest; the one
+// PyTorch CUDACachingAllocator constants (allocator-model §1.1). Identical from 1.13 to newest; the one
 // configurable size (large_segment_size, newest) lives in Config, not here.
 #pragma once
 

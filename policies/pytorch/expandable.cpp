@@ -1,4 +1,4 @@
-// Expandable segments on the device's virtual-memory calls (cca-spec §7).
+// Expandable segments on the device's virtual-memory calls (allocator-model §7).
 //
 // Invariants:
 //  - one ExpandableSegment = one reserved range of page * ceil(1.125 * capacity / page) bytes,

@@ -1,4 +1,4 @@
-// PyTorch's out-of-memory text, per version (cca-spec §5.4). The per-process NVML part
+// PyTorch's out-of-memory text, per version (allocator-model §5.4). The per-process NVML part
 // ("Including non-PyTorch memory, this process has ...") is left out: no processes are simulated.
 #include <fmt/format.h>
 

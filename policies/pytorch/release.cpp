@@ -1,4 +1,4 @@
-// Giving memory back to the device: garbage collection (cca-spec §3.3), the oversize-release
+// Giving memory back to the device: garbage collection (allocator-model §3.3), the oversize-release
 // rung (§5.2), release_cached_blocks / empty_cache (§5.3, §5.5) and cudaFree of one segment.
 //
 // Walks that free blocks iterate a copy of the pool: releasing a block removes only that block

@@ -1,4 +1,4 @@
-// Rounding (cca-spec §1.2-§1.5). Written from the spec's description; see rounding.hpp.
+// Rounding (allocator-model §1.2-§1.5). Written from the spec's description; see rounding.hpp.
 #include "pytorch/rounding.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Request rounding and segment sizing (cca-spec §1.2-§1.5).
+// Request rounding and segment sizing (allocator-model §1.2-§1.5).
 //
 // Invariants:
 //  - round_size(n) >= 512 and, except for 1.13's divisions==1 quirk (§1.2), a multiple of 512;

@@ -1,4 +1,4 @@
-// The segment/block listing for reports and snapshot export (cca-spec §11.3, §7.6): one entry
+// The segment/block listing for reports and snapshot export (allocator-model §11.3, §7.6): one entry
 // per cudaMalloc'd segment, and one per maximal run of mapped blocks of an expandable range.
 // Pending-free blocks count as occupied (PyTorch's "active_pending_free").
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The block sizes of a cut-off trace's start state that the snapshot does not record, pinned
-// down from the trace's own evidence (cca-spec §12.2, §3.1, §4.1-§4.3).
+// down from the trace's own evidence (allocator-model §12.2, §3.1, §4.1-§4.3).
 //
 // An allocation live at the start but freed before the dump has no recorded block. Its block is
 // its rounded request R plus a remainder the split rule left unsplit (§4.1), and it ends at or

@@ -1,4 +1,4 @@
-// Flattening DeviceStats into torch.cuda.memory_stats()'s sorted key list (cca-spec §8).
+// Flattening DeviceStats into torch.cuda.memory_stats()'s sorted key list (allocator-model §8).
 #include "pytorch/stats.hpp"
 
 #include <algorithm>

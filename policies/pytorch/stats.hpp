@@ -1,4 +1,4 @@
-// PyTorch's memory statistics (cca-spec §8), kept exactly as DeviceStats keeps them.
+// PyTorch's memory statistics (allocator-model §8), kept exactly as DeviceStats keeps them.
 //
 // Invariants:
 //  - a Stat only moves through increase()/decrease(): current += / -= amount, peak = max(peak,

@@ -1,5 +1,5 @@
 // The PyTorch releases the policy can emulate, and every behaviour that differs between them
-// (cca-spec §13). Invariant: behaviour is selected only through the predicates below, never by
+// (allocator-model §13). Invariant: behaviour is selected only through the predicates below, never by
 // comparing versions elsewhere, so this table is the one place that says what changed when.
 #pragma once
 

@@ -1,5 +1,5 @@
 // fraglab compare TRACE [-p SPEC]... [--json FILE|-]: every policy (or those given) on one trace,
-// side by side with the lower bound (issue 5).
+// side by side with the lower bound.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,7 +53,7 @@ int cmd_compare(int argc, char** argv) {
   std::vector<std::string> skipped;
   if (specs.empty()) {
     specs = default_policy_specs(trace, skipped);
-    specs.push_back("pytorch:expandable_segments:True");
+    specs.emplace_back("pytorch:expandable_segments:True");
   }
   // On a recorded run, what the job did is a row of its own: the baseline to compare against.
   if (const std::optional<std::string> recorded = recorded_spec(trace)) {
@@ -67,6 +67,7 @@ int cmd_compare(int argc, char** argv) {
   ReplayOptions replay;
   replay.start_state = choose_start_state(start_option, trace, specs);
   std::vector<ReplayResult> runs;
+  runs.reserve(specs.size());
   for (const std::string& spec : specs) {
     ReplayObservers observers;
     observers.check_invariants = vm.count("check-invariants") > 0;

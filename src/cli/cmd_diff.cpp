@@ -44,7 +44,7 @@ int cmd_diff(int argc, char** argv) {
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace a = load_trace(paths[0], read_options);
   const Trace b = load_trace(paths[1], read_options);
-  // Both traces start the same way: cold as soon as either would (design.md "What-if semantics").
+  // Both traces start the same way: cold as soon as either would (README "What-if answers on a snapshot").
   ReplayOptions replay;
   const StartState start_a = choose_start_state(start_option, a, {spec});
   const StartState start_b = choose_start_state(start_option, b, {spec});

@@ -169,15 +169,18 @@ int cmd_sweep(int argc, char** argv) {
 
   const TraceReadOptions read_options{.device_index = device_index};
   const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
-  // One start state per trace for all of its settings (design.md "What-if semantics").
+  // One start state per trace for all of its settings (README "What-if answers on a snapshot").
   std::vector<std::string> all_specs;
+  all_specs.reserve(settings.size());
   for (const Setting& s : settings) all_specs.push_back(s.spec);
   std::vector<StartState> start_states;
+  start_states.reserve(traces.size());
   for (const Trace& trace : traces) start_states.push_back(choose_start_state(start_option, trace, all_specs));
   // Each trace's device; the device column of its rows is the spec it ran on, so a capacity
   // taken from a recorded oom shows there ("sim:264241152B") and here, where its source is known.
   std::vector<DeviceChoice> devices;
   std::vector<std::string> setting_specs;
+  setting_specs.reserve(settings.size());
   for (const Setting& s : settings) setting_specs.push_back(s.spec);
   for (const Trace& trace : traces) {
     devices.push_back(choose_device(device_option, trace));
@@ -241,6 +244,7 @@ int cmd_sweep(int argc, char** argv) {
   std::unique_ptr<ResultsStream> stream;
   if (!output.empty()) {
     std::vector<TraceIdentity> identities;
+    identities.reserve(traces.size());
     for (const Trace& trace : traces) identities.push_back(trace_identity(trace));
     const std::string device_text = device_option.value_or("sim");
     stream = std::make_unique<ResultsStream>(output, knob_keys, resume,

@@ -58,6 +58,7 @@ int cmd_validate(int argc, char** argv) {
   } else {
     // The stable keys hold the totals (peaks: the largest device's), with one report per device.
     std::vector<nlohmann::json> per_device;
+    per_device.reserve(reports.size());
     for (const ValidationReport& r : reports) per_device.push_back(validation_json(r));
     j = per_device.front();
     for (const char* key : {"segment_events_recorded", "segment_events_simulated", "segment_events_matched",

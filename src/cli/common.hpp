@@ -44,7 +44,7 @@ std::vector<std::string> default_policy_specs(const Trace& trace, std::vector<st
 // Prints every invariant violation of `runs` to stderr; true when there was one (exit 1).
 bool report_invariant_violations(const std::vector<ReplayResult>& runs);
 
-// ---- reading traces and the what-if rule (what_if.cpp; design.md "What-if semantics") -----
+// ---- reading traces and the what-if rule (what_if.cpp; README "What-if answers on a snapshot") -----
 
 // read_trace() followed by infer_unrecorded_events(): every command sees the events validate
 // infers (an empty_cache() call shown only by a burst of segment frees).

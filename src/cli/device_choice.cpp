@@ -59,7 +59,7 @@ std::vector<std::string> capacity_options(const std::string& spec) {
       }
     }
   }
-  // PyTorch collects garbage only under a memory fraction (cca-spec §3.3): without one the
+  // PyTorch collects garbage only under a memory fraction (allocator-model §3.3): without one the
   // threshold acts on nothing, whatever the capacity.
   const bool fraction = std::find(keys.begin(), keys.end(), "per_process_memory_fraction") != keys.end();
   if (!fraction) std::erase(keys, "garbage_collection_threshold");

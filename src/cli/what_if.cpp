@@ -1,4 +1,4 @@
-// The what-if rule every command follows (design.md "What-if semantics"): a snapshot records one
+// The what-if rule every command follows (README "What-if answers on a snapshot"): a snapshot records one
 // run under one allocator setting, so its recorded start state is faithful only for that
 // setting. Any other setting or policy starts cold, every row of one table starts the same way,
 // and the recorded settings are a row of their own.

@@ -98,7 +98,7 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
     auto it = address_of_.find(e.id);
     if (it != address_of_.end()) by_address_[it->second].free_requested = true;
   }
-  // empty_cache synchronises too (release_cached_blocks runs synchronize_and_free_events, cca-spec §5.3).
+  // empty_cache synchronises too (release_cached_blocks runs synchronize_and_free_events, allocator-model §5.3).
   const bool flushed =
       e.op == Op::EmptyCache || (policy_ != nullptr && policy_->counters().num_alloc_retries > retries_seen_);
   if (flushed) {

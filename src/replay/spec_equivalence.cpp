@@ -1,10 +1,11 @@
 // When two policy specs build the same policy: canonical_spec() (fraglab/policy.hpp). `compare`
 // and `sweep` use it to find the run of a trace's own recorded settings among the settings they
-// were given, and the start state to use (design.md "What-if semantics").
+// were given, and the start state to use (README "What-if answers on a snapshot").
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
+#include <ranges>
 
 #include "fraglab/policy.hpp"
 
@@ -33,9 +34,9 @@ std::string canonical_spec(std::string_view spec) {
   std::vector<OptionItem> items = split_options(options, name);
   // The last of a repeated key wins, as when the policy parses it.
   std::vector<OptionItem> kept;
-  for (auto it = items.rbegin(); it != items.rend(); ++it) {
-    if (std::none_of(kept.begin(), kept.end(), [&](const OptionItem& k) { return k.key == it->key; })) {
-      kept.push_back(*it);
+  for (const OptionItem& item : std::ranges::reverse_view(items)) {
+    if (std::none_of(kept.begin(), kept.end(), [&](const OptionItem& k) { return k.key == item.key; })) {
+      kept.push_back(item);
     }
   }
   std::erase_if(kept, [&](const OptionItem& item) {

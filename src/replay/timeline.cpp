@@ -18,7 +18,7 @@ std::string csv_quote(const std::string& text) {
 }
 }  // namespace
 
-TimelineWriter::TimelineWriter(std::ostream& out, std::string policy, std::uint64_t every)
+TimelineWriter::TimelineWriter(std::ostream& out, const std::string& policy, std::uint64_t every)
     : out_(out), policy_(csv_quote(policy)), every_(std::max<std::uint64_t>(every, 1)) {}
 
 void TimelineWriter::write_header(std::ostream& out) {

@@ -77,7 +77,7 @@ PreparedRun prepare(const Trace& input, Bytes available, bool gc_configured,
     run.expect_oom.push_back(oom ? 1 : 0);
   };
   // free_completed entries that a flush inside a malloc emitted (it synchronises all streams
-  // first, cca-spec §5.3 step 1) stand before the burst in the record, but happened after the
+  // first, allocator-model §5.3 step 1) stand before the burst in the record, but happened after the
   // failed cache lookup: they are replayed after the request, where the policy's own flush has
   // already completed them.
   std::vector<std::pair<Event, std::uint64_t>> completions_after_request;
@@ -382,7 +382,7 @@ RunAssumptions assume(const Trace& trace, const ValidateOptions& options, Valida
   if (!spec.empty() && spec.back() == ':') spec.pop_back();
   report.policy = spec;
   if (!trace.allocator_conf_known) {
-    report.notes.push_back("the snapshot records no allocator_settings: PyTorch's defaults were assumed");
+    report.notes.emplace_back("the snapshot records no allocator_settings: PyTorch's defaults were assumed");
   }
 
   // Recorded reserved bytes, and the memory the allocator could obtain.
@@ -409,13 +409,13 @@ RunAssumptions assume(const Trace& trace, const ValidateOptions& options, Valida
     }
   }
   // The GPU's total memory is not in a snapshot. It sizes expandable segments' virtual ranges
-  // (1.125 x capacity, cca-spec §7.1): assuming the obtainable bytes keeps simulated ranges no
+  // (1.125 x capacity, allocator-model §7.1): assuming the obtainable bytes keeps simulated ranges no
   // larger than the recorded ones, so ranges the run reserved side by side do not collide.
   run.capacity = std::max(options.capacity.value_or(report.available_bytes), report.available_bytes);
   run.gc_configured = spec.find("garbage_collection_threshold") != std::string::npos;
   const bool fraction_configured = spec.find("per_process_memory_fraction") != std::string::npos;
   if ((run.gc_configured || fraction_configured) && !options.capacity) {
-    report.notes.push_back(
+    report.notes.emplace_back(
         "a memory fraction / garbage collection limit is a share of the GPU's total memory, which a snapshot does not "
         "record: pass --capacity for an exact replay (the obtainable bytes were assumed)");
   }
@@ -550,7 +550,7 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   }
 
   if (trace.events.empty()) {
-    report.notes.push_back(
+    report.notes.emplace_back(
         "the snapshot holds no trace entries (state only): there is no request to replay, only the rebuilt start "
         "state was checked");
   }
@@ -565,6 +565,7 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   if (!undetermined.empty()) {
     // The few widest first: they are the likeliest to matter.
     std::vector<const StartBlock*> widest;
+    widest.reserve(undetermined.size());
     for (const StartBlock& b : undetermined) widest.push_back(&b);
     std::stable_sort(widest.begin(), widest.end(), [](const StartBlock* x, const StartBlock* y) {
       return x->max_size - x->min_size > y->max_size - y->min_size;

@@ -60,7 +60,7 @@ std::string identical_rows_note(const std::vector<SweepRow>& rows, const std::ve
       bool identical = true;
       for (const SweepRow* row : group) identical = identical && same_results(*row, *group.front());
       if (!identical) continue;
-      // PyTorch collects garbage only under a memory fraction (cca-spec §3.3), whatever the
+      // PyTorch collects garbage only under a memory fraction (allocator-model §3.3), whatever the
       // capacity; the rows of a group share every other option, the fraction included.
       const bool no_fraction = keys[k] == "garbage_collection_threshold" &&
                                group.front()->spec.find("per_process_memory_fraction") == std::string::npos;

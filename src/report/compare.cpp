@@ -1,5 +1,5 @@
 // The side-by-side view of `fraglab compare`: every policy on one trace, against the lower bound
-// no policy can beat (peak requested bytes: what is live at once, design.md "Definitions").
+// no policy can beat (peak requested bytes: what is live at once, README "Metrics").
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The results JSON of design.md. The keys listed there are stable: add keys, never rename them.
+// The results JSON (README "Metrics"). The keys listed there are stable: add keys, never rename them.
 #include "fraglab/report.hpp"
 
 #include "fraglab/trace_identity.hpp"
@@ -66,7 +66,7 @@ nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, con
                 // The trace's identity (with name and events), which `check` compares.
                 {"request_hash", request_hash(trace)}};
   j["device"] = device_json(device);
-  // Every run of one command starts the same way; the top level says how (design.md "What-if").
+  // Every run of one command starts the same way; the top level says how (README "What-if answers on a snapshot").
   if (!runs.empty()) j["start_state"] = start_state_name(runs.front().start_state);
   j["runs"] = nlohmann::json::array();
   for (const ReplayResult& run : runs) j["runs"].push_back(run_json(run, options));

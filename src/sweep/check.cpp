@@ -75,12 +75,12 @@ void compare_traces(const nlohmann::json& baseline, const nlohmann::json& curren
   const TraceIdentity& c = out.current_trace ? *out.current_trace : none;
   if (b.request_hash.empty() || c.request_hash.empty()) {
     if (b.request_hash.empty()) {
-      out.warnings.push_back(
+      out.warnings.emplace_back(
           "the baseline has no trace identity (recorded before fraglab kept one), so a changed trace cannot be "
           "detected; refresh it with: fraglab check TRACE --baseline FILE --update-baseline");
     }
     if (c.request_hash.empty()) {
-      out.warnings.push_back(
+      out.warnings.emplace_back(
           "the results have no trace identity (written before fraglab kept one), so the trace "
           "cannot be compared with the baseline's; rewrite them with fraglab replay --json");
     }

@@ -71,7 +71,7 @@ GridAxis parse_grid_axis(std::string_view text) {
       throw InputError(fmt::format("--grid {}: value '{}' is listed twice", axis.key, value));
     }
     if (value == "none")
-      axis.values.push_back(std::nullopt);
+      axis.values.emplace_back(std::nullopt);
     else
       axis.values.emplace_back(std::string(value));
   }

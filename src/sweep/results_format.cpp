@@ -2,7 +2,7 @@
 //
 // Columns (CSV header, JSONL keys): trace, device, spec, one column per swept option (its value,
 // or "none" when the option was left out; in JSONL an object "knobs" with null for none), then
-// the results-JSON metrics under their stable names (design.md, src/report/results_json.cpp).
+// the results-JSON metrics under their stable names (README "Metrics", src/report/results_json.cpp).
 // Numbers are written so that reading them back gives the same value bit for bit (shortest
 // round-trip form), which keeps resume and merge exact.
 #include <fmt/format.h>

@@ -26,6 +26,7 @@ namespace {
 // The knob keys of a grid's axis texts ("KEY=V1,V2"), in grid order: the columns of its rows.
 std::vector<std::string> keys_of_axes(const std::vector<std::string>& axes) {
   std::vector<std::string> keys;
+  keys.reserve(axes.size());
   for (const std::string& axis : axes) keys.push_back(axis.substr(0, axis.find('=')));
   return keys;
 }

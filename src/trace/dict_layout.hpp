@@ -1,6 +1,6 @@
 // DictLayout: where dicts that list their keys alike keep a fixed set of wanted keys, learned
 // once and then checked by pointers. The snapshot reader reads trace entries, segments and blocks
-// through it (design.md "PyTorch memory snapshots").
+// through it (README "Traces").
 //
 // Pickle writers memoize key strings, and every dict of one kind (trace entry, segment, block)
 // lists its keys in the same order: a dict's keys are almost always the very same views into the

@@ -84,7 +84,7 @@ std::optional<std::string> not_a_trace(std::string_view bytes) {
   while (i < bytes.size() && is_blank(bytes[i])) ++i;
   if (i == bytes.size()) return fmt::format("has only blank lines; {}", kExpectedTrace);
   // bytes[i] is '{' (not_a_trace_start refused everything else). JSONL's header names the
-  // format on its first line (design.md "Native trace"); pretty-printed or other JSON does not.
+  // format on its first line (README "Traces"); pretty-printed or other JSON does not.
   std::string_view line = bytes.substr(i, bytes.find('\n', i) - i);
   if (line.find("\"fraglab_trace\"") != std::string_view::npos) return std::nullopt;
   while (!line.empty() && is_blank(line.back())) line.remove_suffix(1);

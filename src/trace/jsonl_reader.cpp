@@ -1,4 +1,4 @@
-// parse_jsonl: native JSONL text -> Trace (design.md "Native trace"; field layout in
+// parse_jsonl: native JSONL text -> Trace (README "Traces"; field layout in
 // jsonl_writer.cpp, which is its exact inverse).
 //
 // Invariants:
@@ -401,7 +401,7 @@ class JsonlReader {
       } else if (key == "value") {
         f.value = read_mark_value(v), f.seen |= EventFields::kValue;
       } else {
-        check_ignored(v, key);  // unknown fields are ignored (design.md), if they are JSON
+        check_ignored(v, key);  // unknown fields are ignored (README "Traces"), if they are JSON
       }
     }
     expect_end(doc);

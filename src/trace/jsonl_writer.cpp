@@ -1,4 +1,4 @@
-// write_jsonl: Trace -> native JSONL (design.md "Native trace"). The exact inverse of
+// write_jsonl: Trace -> native JSONL (README "Traces"). The exact inverse of
 // jsonl_reader.cpp: parse_jsonl(write_jsonl(t)) == t, and writing a parsed file again gives the
 // same bytes, for any valid Trace (validate_trace) that also keeps trace.hpp's field conventions:
 // distinct strings (what Trace::intern builds), mark values that are JSON text, has_addr set on

@@ -1,5 +1,5 @@
-// A safe reader for Python pickles of plain data (protocols 0-5; snapshots use 2 and 4, design.md
-// "PyTorch memory snapshots", cca-spec §11.1). It interprets only the opcodes that build dicts,
+// A safe reader for Python pickles of plain data (protocols 0-5; snapshots use 2 and 4: README
+// "Traces", allocator-model §11.1). It interprets only the opcodes that build dicts,
 // lists, tuples, str, bytes, ints, floats, bools and None; every opcode that could name or call
 // Python code (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, PERSID, EXT*, ...) is
 // refused with an InputError naming the byte offset and the opcode. Nothing is ever executed.

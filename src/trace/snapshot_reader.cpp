@@ -1,5 +1,5 @@
 // parse_snapshot(): a torch.cuda.memory._dump_snapshot() pickle -> the Trace of one device, with
-// the allocator state at the start of the recorded trace rebuilt (cca-spec §11, §12).
+// the allocator state at the start of the recorded trace rebuilt (allocator-model §11, §12).
 //
 // Invariants of the result (beyond validate_trace()'s):
 //  - ids: initial allocations are 1..k in address order, then trace allocs k+1.. in trace order;
@@ -35,7 +35,7 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
-// Pages and segment sizes the snapshot format implies (cca-spec §1.1, §7.1).
+// Pages and segment sizes the snapshot format implies (allocator-model §1.1, §7.1).
 constexpr Bytes kSmallSegment = 2 * MiB;       // every small-pool cudaMalloc segment
 constexpr Bytes kDefaultLargePage = 20 * MiB;  // large_segment_size / max_non_split_rounding
 
@@ -86,7 +86,7 @@ bool is(std::string_view name, const char (&literal)[N]) {
   return name.size() == N - 1 && std::memcmp(name.data(), literal, N - 1) == 0;
 }
 
-// The keys parse_snapshot reads (cca-spec §11.3-§11.5), by where they sit: everything else in
+// The keys parse_snapshot reads (allocator-model §11.3-§11.5), by where they sit: everything else in
 // a trace entry, segment or block is ignored. The enums index the DictLayouts' names.
 enum EntryField : std::size_t { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree };
 constexpr std::array<std::string_view, 6> kEntryKeys{"action", "addr", "size", "stream", "time_us", "device_free"};
@@ -286,7 +286,7 @@ std::string file_stem(std::string_view origin) {
   return std::string(base);
 }
 
-// ---- top-level layouts (cca-spec §11.2) --------------------------------------------------------
+// ---- top-level layouts (allocator-model §11.2) --------------------------------------------------------
 
 // PyTorch 1.13's torch.cuda.memory_snapshot() returns the bare list of segments (people pickle
 // that list too); _snapshot() / _dump_snapshot() give a dict with `segments` and `device_traces`.
@@ -319,7 +319,7 @@ const Value* SnapshotReader::device_traces_of(const Value& root) const {
 // ---- device choice ---------------------------------------------------------------------------
 
 // Snapshots hold every device; a Trace is one. A device "has data" when it has trace entries or
-// segments; -1 picks the only such device (design.md, trace_io.hpp TraceReadOptions).
+// segments; -1 picks the only such device (README "Traces", trace_io.hpp TraceReadOptions).
 std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) const {
   const Loc top{Loc::Snapshot};
   const Value* traces = device_traces_of(root);
@@ -475,7 +475,7 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
     out.stream = as_u64(need(kStream), "stream", where);
   }
   out.size = as_u64(need(kSize), "size", where);
-  if (const Value* time = entry_layout_.get(e, kTimeUs)) {  // ≈2.2+ only (cca-spec §13)
+  if (const Value* time = entry_layout_.get(e, kTimeUs)) {  // ≈2.2+ only (allocator-model §13)
     out.time_us = as_i64(*time, "time_us", where);
     out.has_time = true;
   }
@@ -625,7 +625,7 @@ void SnapshotReader::add_block_allocations() {
       bool pending;
       if (state.str() == "inactive") continue;
       if (state.str() == "active_allocated") pending = false;
-      // The memory_viz docstring spells it active_awaiting_free (cca-spec §11.4 trap).
+      // The memory_viz docstring spells it active_awaiting_free (allocator-model §11.4 trap).
       else if (state.str() == "active_pending_free" || state.str() == "active_awaiting_free")
         pending = true;
       else
@@ -814,7 +814,7 @@ void SnapshotReader::check_allocations_in_segments(const Trace& trace) const {
   }
 }
 
-// ---- allocator_settings (≈2.3+) -> PYTORCH_CUDA_ALLOC_CONF (cca-spec §10) -------------------
+// ---- allocator_settings (≈2.3+) -> PYTORCH_CUDA_ALLOC_CONF (allocator-model §10) -------------------
 
 // The structured fields, not the recorded env var: they include runtime changes made with
 // _set_allocator_settings (§10). Fixed order so the same settings give the same string.

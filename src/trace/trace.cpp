@@ -14,7 +14,7 @@ namespace fraglab {
 
 namespace {
 
-// Indexed by Op; the JSONL spelling of each op (design.md "Native trace").
+// Indexed by Op; the JSONL spelling of each op (README "Traces").
 constexpr std::array<std::string_view, 11> kOpNames = {
     "alloc",         "free",         "free_requested", "free_completed", "empty_cache", "mark",
     "segment_alloc", "segment_free", "segment_map",    "segment_unmap",  "oom",

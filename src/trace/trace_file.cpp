@@ -159,7 +159,7 @@ std::string trace_name(const std::string& path) {
 std::string origin_of(const std::string& path) { return path == kStdinPath ? std::string(kStdinOrigin) : path; }
 
 // 0x80 is the PROTO opcode that starts every pickle of protocol 2 or later (snapshots are 2, 4
-// or 5, cca-spec §11.1); JSONL starts with '{' or whitespace.
+// or 5, allocator-model §11.1); JSONL starts with '{' or whitespace.
 bool is_pickle(std::string_view bytes) { return !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80; }
 
 // Streams (pipes, FIFOs, character devices) have no size to trust: read them in pieces, up to

@@ -8,7 +8,7 @@
 namespace fraglab::workload {
 
 TraceBuilder::TraceBuilder(Trace& trace, GpuTiming& gpu) : trace_(trace), gpu_(gpu) {
-  // The tags of design.md "Native trace", in Tag order.
+  // The tags of README "Traces", in Tag order.
   static constexpr std::array<std::string_view, 6> kTags = {"param", "grad", "act", "opt", "comm", "temp"};
   for (std::size_t i = 0; i < kTags.size(); ++i) tags_[i] = trace_.intern(kTags[i]);
   step_label_ = trace_.intern("step");
@@ -72,7 +72,7 @@ void TraceBuilder::mark_phase(std::string_view phase) {
 }
 
 void TraceBuilder::empty_cache() {
-  // emptyCache synchronizes on every outstanding free event first (cca-spec §5.3).
+  // emptyCache synchronizes on every outstanding free event first (allocator-model §5.3).
   double last = gpu_.now();
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> copy = pending_;
   while (!copy.empty()) {

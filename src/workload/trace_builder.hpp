@@ -2,7 +2,7 @@
 // events with the CPU clock of the timing model, and turns record_stream frees into
 // free_requested now + free_completed later.
 //
-// Deferred frees (cca-spec §6, wm §3.1): a block freed after record_stream(s) becomes reusable
+// Deferred frees (allocator-model §6, wm §3.1): a block freed after record_stream(s) becomes reusable
 // once stream s has passed the point where the free was issued. PyTorch notices that only when it
 // polls its events, at the start of the next malloc; so free_completed is written just before the
 // first alloc whose CPU time is at or after that GPU time, or at an empty_cache (which syncs), or

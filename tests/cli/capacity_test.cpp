@@ -145,7 +145,7 @@ TEST(Capacity, CapacityOptionsWarnOnlyWhenTheCapacityWasAssumed) {
 }
 
 TEST(Capacity, GcWithoutAMemoryFractionWarnsWhateverTheCapacity) {
-  // PyTorch collects cached blocks only under a memory fraction (cca-spec §3.3): the threshold
+  // PyTorch collects cached blocks only under a memory fraction (allocator-model §3.3): the threshold
   // alone does nothing, on any device, and the warning says that rather than ask for a capacity.
   const std::string plain = trace_file("plain.jsonl", kPlainTrace);
   const std::string expected =

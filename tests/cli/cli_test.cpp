@@ -241,7 +241,7 @@ TEST(Cli, ReplayOfAMultiGpuSnapshotNeedsADeviceIndex) {
 // The negative-evidence variant of issue 14's worked example, as a JSONL trace with a start state
 // (see tests/validate/start_state_test.cpp for the derivation): L = 3.5 MiB at S1 (24 MiB
 // segment), block not recorded; a 20.25 MiB request took a new 22 MiB segment, so the free tail
-// 24 MiB - block was < 20.25 MiB: block 3.75 MiB + 512 .. 4.5 MiB (split rule, cca-spec §4.1).
+// 24 MiB - block was < 20.25 MiB: block 3.75 MiB + 512 .. 4.5 MiB (split rule, allocator-model §4.1).
 TEST(Cli, UndeterminedStartBlocksAreShownByInspectAndValidate) {
   const std::string s1 = std::to_string(0x7f1000000000ull), s3 = std::to_string(0x7f3000000000ull);
   const fs::path trace = write_temp(

@@ -36,7 +36,7 @@ TEST(Compare, ListsTheLowerBoundAndOrdersRunsByPeakReserved) {
   EXPECT_EQ(j["runs"][0]["policy"], "nocache");
   EXPECT_EQ(j["runs"][0]["peak_reserved_bytes"].get<std::uint64_t>(), 30u << 20);
   EXPECT_DOUBLE_EQ(j["runs"][0]["overhead_over_lower_bound"].get<double>(), 0.0);
-  // pytorch (cca-spec §3-4): 10 MiB is not below kMinLargeAlloc, so it gets a 10 MiB segment; 20 MiB
+  // pytorch (allocator-model §3-4): 10 MiB is not below kMinLargeAlloc, so it gets a 10 MiB segment; 20 MiB
   // gets its own 20 MiB segment, cached when freed; the 6 MiB request best-fits that cached block
   // and splits it (the 14 MiB rest exceeds 1 MiB). No third segment: peak 30 MiB as well, and the
   // tie is broken by name, "nocache" < "pytorch".

@@ -1,4 +1,4 @@
-// The what-if rule on real snapshots (design.md "What-if semantics"): what validate infers is an
+// The what-if rule on real snapshots (README "What-if answers on a snapshot"): what validate infers is an
 // event of the trace for every command, the recorded settings replayed from the recorded start
 // reproduce the recorded peak, and comparisons of other settings start cold and say so. Expected
 // peaks are the ones ../shared/traces/real/README.md rebuilds from each file's segment events.

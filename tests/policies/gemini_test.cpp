@@ -226,7 +226,7 @@ TEST(Gemini, SegmentsListTheChunksWithTheirTensorsAndTheInnerPolicysSegments) {
   Replayer(t, *policy, device).run("gemini");
   const std::vector<SegmentView> segments = policy->segments();
   // The param chunk at kBase (free 100 KiB, tensor 2, free tail), then the pytorch policy's
-  // segment for the 4 MiB request (a 20 MiB "large" segment, cca-spec), 2 MiB aligned: kBase + 2 MiB.
+  // segment for the 4 MiB request (a 20 MiB "large" segment, allocator-model), 2 MiB aligned: kBase + 2 MiB.
   ASSERT_EQ(segments.size(), 2u);
   EXPECT_EQ(segments[0].addr, kBase);
   EXPECT_EQ(segments[0].pool, "gemini_param");

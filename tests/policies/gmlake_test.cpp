@@ -586,7 +586,7 @@ TEST(GmlakeSelfCheck, RandomTracesKeepEveryInvariant) {
           live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
         }
       } else {
-        events.push_back(empty_cache_event());  // synchronises: pending frees complete (cca-spec §5.3)
+        events.push_back(empty_cache_event());  // synchronises: pending frees complete (allocator-model §5.3)
       }
     }
     const Trace t = make_trace(events);

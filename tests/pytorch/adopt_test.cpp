@@ -1,4 +1,4 @@
-// Rebuilding a cut-off trace's start state (cca-spec §12.2): segments at their recorded
+// Rebuilding a cut-off trace's start state (allocator-model §12.2): segments at their recorded
 // addresses, allocations with recorded or derived block sizes, gaps as free blocks.
 #include <gtest/gtest.h>
 

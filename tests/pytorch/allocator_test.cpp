@@ -1,5 +1,5 @@
 // The malloc ladder, splitting, pools, the free path and statistics on a SimDevice
-// (cca-spec §3-§6, §8, traps §14). B = the SimDevice's first address; every expected address,
+// (allocator-model §3-§6, §8, traps §14). B = the SimDevice's first address; every expected address,
 // size and device call is derived by hand in the comments.
 #include <gtest/gtest.h>
 

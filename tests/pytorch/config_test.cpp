@@ -1,4 +1,4 @@
-// Option parsing and validation per version (cca-spec §10, §13). Expected messages are PyTorch's
+// Option parsing and validation per version (allocator-model §10, §13). Expected messages are PyTorch's
 // texts from the spec's §10 tables, prefixed with "pytorch: ".
 #include <gtest/gtest.h>
 

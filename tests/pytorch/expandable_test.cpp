@@ -1,4 +1,4 @@
-// Expandable segments (cca-spec §7, trap §14.8). Default device: 80 GiB, so each reserved range
+// Expandable segments (allocator-model §7, trap §14.8). Default device: 80 GiB, so each reserved range
 // is page * ceil(90 GiB / page) = 90 GiB for both 2 MiB and 20 MiB pages; the first range starts
 // at B. Large-pool pages are 20 MiB.
 #include <gtest/gtest.h>

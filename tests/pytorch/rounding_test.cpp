@@ -1,4 +1,4 @@
-// Rounding and segment sizing, cca-spec §1.2-§1.6. Every expected value is derived by hand in
+// Rounding and segment sizing, allocator-model §1.2-§1.6. Every expected value is derived by hand in
 // the comment next to it.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // infer_start_blocks: block sizes of a cut-off trace's start state from the trace's evidence
-// (start_evidence.hpp). Expected intervals are worked out from cca-spec §1.2, §3.1, §4.1-§4.3.
+// (start_evidence.hpp). Expected intervals are worked out from allocator-model §1.2, §3.1, §4.1-§4.3.
 #include <gtest/gtest.h>
 
 #include "pytorch/config.hpp"

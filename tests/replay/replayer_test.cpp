@@ -40,7 +40,7 @@ Trace deferred_free_trace() {
 }
 
 // While reserved stands at its peak, fragmentation is taken at the busiest moment. pytorch puts a
-// 2 MiB request into a fresh 20 MiB segment (cca-spec §3: 1-10 MiB requests get kLargeBuffer);
+// 2 MiB request into a fresh 20 MiB segment (allocator-model §3: 1-10 MiB requests get kLargeBuffer);
 // the 3 MiB request is split off the cached rest, so reserved stays 20 MiB while allocated goes
 // 2 -> 5 MiB: fragmentation at the peak is 1 - 5/20, not 1 - 2/20.
 TEST(Replayer, FragmentationAtPeakIsTakenAtTheBusiestMomentOfThePeak) {

@@ -145,7 +145,7 @@ TEST(RunReplay, PolicyOnDeviceLendsItsDeviceAndPolicy) {
   EXPECT_EQ(replay.device().capacity(), 1 * GiB);
   EXPECT_EQ(replay.device().free_memory(), 768 * MiB);  // before the run: all but the external bytes
   const ReplayResult r = replay.run(t);
-  // cca-spec §3: 1 MiB is a small request (<= 1 MiB) and gets a 2 MiB small segment; 2 MiB is a
+  // allocator-model §3: 1 MiB is a small request (<= 1 MiB) and gets a 2 MiB small segment; 2 MiB is a
   // large one under 10 MiB and gets a 20 MiB segment. Both stay cached after the frees, and the
   // lent device and policy still show them after the run.
   EXPECT_EQ(r.metrics.peak_reserved, 22 * MiB);

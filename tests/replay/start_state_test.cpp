@@ -1,6 +1,6 @@
-// The two start states of a trace that begins mid-run (design.md "What-if semantics"): the
+// The two start states of a trace that begins mid-run (README "What-if answers on a snapshot"): the
 // recorded one adopts the segments the run held; the cold one has the policy allocate the live
-// allocations on an empty device. Expected figures are derived by hand from cca-spec.
+// allocations on an empty device. Expected figures are derived by hand from allocator-model.
 #include <gtest/gtest.h>
 
 #include "fraglab/policy.hpp"
@@ -14,7 +14,7 @@ namespace {
 constexpr Addr S1 = 0x7f0000000000ull;
 constexpr Addr S2 = 0x7f0040000000ull;
 
-// Two 20 MiB large-pool segments (what PyTorch makes for 1-10 MiB requests, cca-spec §1.5), each
+// Two 20 MiB large-pool segments (what PyTorch makes for 1-10 MiB requests, allocator-model §1.5), each
 // holding one live 3 MiB allocation; the second allocation's free was already requested.
 Trace two_segment_start() {
   Trace t;

@@ -1,5 +1,5 @@
 // A test-only Python value and pickle writer: hand-built PyTorch snapshots in the two styles
-// PyTorch writes them (cca-spec §11.1): protocol 2 (BINPUT/BINGET, BINUNICODE, as TorchScript's
+// PyTorch writes them (allocator-model §11.1): protocol 2 (BINPUT/BINGET, BINUNICODE, as TorchScript's
 // pickler writes) and protocol 4/5 (FRAME, MEMOIZE, SHORT_BINUNICODE, as Python's pickle.dump
 // writes). Shared by the snapshot suites.
 #pragma once

@@ -64,7 +64,7 @@ TEST(CapacityNote, GivenCapacityHasNoNote) {
 }
 
 TEST(CapacityNote, GcWithoutAMemoryFractionIsNotedWhateverTheCapacity) {
-  // PyTorch collects only under a memory fraction (cca-spec §3.3): that is the reason given.
+  // PyTorch collects only under a memory fraction (allocator-model §3.3): that is the reason given.
   const std::string out = sweep_report(ResultsTable{kKeys, grid("sim:40GiB", false)});
   EXPECT_NE(out.find("note: rows identical because garbage_collection_threshold acts only with "
                      "per_process_memory_fraction set (PyTorch collects cached blocks only under a memory fraction)\n"

@@ -24,7 +24,7 @@ TEST(InputSniff, TraceStartsPass) {
   EXPECT_EQ(not_a_trace(std::string("\x80\x04\x95", 3)), std::nullopt);    // pickle, protocol 4
   EXPECT_EQ(not_a_trace(std::string("\x80\x02}q\x00", 5)), std::nullopt);  // protocol 2
   EXPECT_EQ(not_a_trace("{\"fraglab_trace\":1}\n{\"op\":\"empty_cache\"}\n"), std::nullopt);
-  // The header's keys in any order, after blank lines (design.md "Native trace").
+  // The header's keys in any order, after blank lines (README "Traces").
   EXPECT_EQ(not_a_trace("\n \r\n{\"name\": \"x\", \"fraglab_trace\": 1}\n"), std::nullopt);
   // Streams: gzip's magic (RFC 1952), or too little yet to tell.
   EXPECT_EQ(not_a_trace_start(std::string("\x1f\x8b\x08\x00", 4)), std::nullopt);

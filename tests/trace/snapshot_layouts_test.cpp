@@ -1,4 +1,4 @@
-// parse_snapshot() on every snapshot layout PyTorch has written since 1.13 (cca-spec §11.2-§11.5):
+// parse_snapshot() on every snapshot layout PyTorch has written since 1.13 (allocator-model §11.2-§11.5):
 // each test builds one layout by hand from its documented fields, describing the same allocator
 // state, and checks the start state and events worked out by hand below. Plus the shipped 2.0-era
 // dump whose blocks carry no 'address', against figures read from the file with Python.
@@ -27,7 +27,7 @@ using testing::PyTuple;
 //   [kBase + 4 MiB,  +6 MiB)  inactive (a 5,000,000-byte allocation came and went in the trace)
 //   [kBase + 10 MiB, +10 MiB) active_allocated, 10,000,000 bytes requested
 // Layouts with a trace record: alloc 5,000,000 at kBase + 4 MiB, then its free_requested and
-// free_completed (one Free, cca-spec §12.1). Blocks untouched by the trace were live from the
+// free_completed (one Free, allocator-model §12.1). Blocks untouched by the trace were live from the
 // start: ids 1 and 2 by address, the trace's alloc id 3.
 constexpr std::uint64_t kBase = 0x7f0000000000;
 constexpr std::uint64_t kSegSize = 20 * MiB;

@@ -1,5 +1,5 @@
 // parse_snapshot(): real PyTorch snapshots against the figures their README records (computed
-// from the files by other means), hand-built snapshots with known start states (cca-spec §12),
+// from the files by other means), hand-built snapshots with known start states (allocator-model §12),
 // and broken input. Hand-built snapshots are encoded by support/pickle_writer.hpp in the two
 // styles PyTorch writes (protocol 2 and protocol 4/5).
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@ using testing::PyDict;
 using testing::PyList;
 using testing::PyTuple;
 
-// ---- snapshot builders (cca-spec §11.3-§11.5) ------------------------------------------------
+// ---- snapshot builders (allocator-model §11.3-§11.5) ------------------------------------------------
 
 const PyList kFrames = {PyDict{{"filename", "train.py"}, {"line", 12}, {"name", "step"}},
                         PyDict{{"filename", "model.py"}, {"line", 40}, {"name", "forward"}}};
@@ -288,7 +288,7 @@ TEST(SnapshotHandBuilt, PendingFreeBlockAtStart) {
 }
 
 TEST(SnapshotHandBuilt, SegmentFreeOfASegmentNeverSeenAllocated) {
-  // A ring buffer cut: the trace frees segments it never saw allocated (cca-spec §11.6).
+  // A ring buffer cut: the trace frees segments it never saw allocated (allocator-model §11.6).
   Py snap =
       snapshot({segment(0, kBase + 100 * MiB, 20 * MiB, 0, "large", {})},
                {{entry("segment_free", kBase, 2 * MiB, 3), entry("segment_free", kBase + 20 * MiB, 40 * MiB, 3)}});

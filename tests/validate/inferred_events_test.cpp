@@ -1,5 +1,5 @@
 // infer_unrecorded_events(): what validate must infer becomes events of the trace, so every
-// command replays it. Hand-built records whose reading follows from cca-spec, and the real
+// command replays it. Hand-built records whose reading follows from allocator-model, and the real
 // snapshot with an empty_cache() call before its recording began.
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ bool is_inferred_empty_cache(const Trace& t, const Event& e) {
   return e.op == Op::EmptyCache && e.tag != kNoString && t.string_at(e.tag) == kInferredTag;
 }
 
-// A freed 2 MiB small-pool segment would serve the next 512-byte request (cca-spec §3.1); the
+// A freed 2 MiB small-pool segment would serve the next 512-byte request (allocator-model §3.1); the
 // record frees it and makes another: an empty_cache() call between them, inserted before the burst.
 TEST(InferredEvents, EmptyCacheBeforeAnUnexplainedBurst) {
   Trace t =
@@ -51,7 +51,7 @@ TEST(InferredEvents, EmptyCacheBeforeAnUnexplainedBurst) {
 }
 
 // The burst is a retry's flush: 20 MiB reserved plus the 40 MiB segment that follows exceed the
-// 40 MiB the run ever had (its peak), so the malloc had to free the cache first (cca-spec §5.3).
+// 40 MiB the run ever had (its peak), so the malloc had to free the cache first (allocator-model §5.3).
 // Nothing is inserted.
 TEST(InferredEvents, NoEmptyCacheForAFlushInsideAMalloc) {
   Trace t = recorded({segment(Op::SegmentAlloc, A, 20 * MiB), alloc_at(1, 4 * MiB, A), with_op(Op::Free, 1),

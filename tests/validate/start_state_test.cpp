@@ -1,6 +1,6 @@
-// Cut-off traces whose start state holds blocks the snapshot does not record (cca-spec §12.2):
+// Cut-off traces whose start state holds blocks the snapshot does not record (allocator-model §12.2):
 // their sizes come from the trace's own evidence, and what it leaves open is reported. Every
-// expected value is derived by hand from cca-spec in the comment above the test.
+// expected value is derived by hand from allocator-model in the comment above the test.
 #include <gtest/gtest.h>
 
 #include "fraglab/start_state.hpp"

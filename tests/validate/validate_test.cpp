@@ -1,4 +1,4 @@
-// fraglab validate: hand-built recorded runs whose outcome is derived from cca-spec, and the
+// fraglab validate: hand-built recorded runs whose outcome is derived from allocator-model, and the
 // real snapshots of ../shared/traces/real (skipped where that folder is absent).
 #include <gtest/gtest.h>
 

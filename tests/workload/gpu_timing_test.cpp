@@ -1,4 +1,4 @@
-// The GPU timing model and the deferred frees it places (workload-model §0, §6.1; cca-spec §6).
+// The GPU timing model and the deferred frees it places (workload-model §0, §6.1; allocator-model §6).
 #include <gtest/gtest.h>
 
 #include "workload/gpu_timing.hpp"

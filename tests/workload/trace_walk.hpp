@@ -1,6 +1,6 @@
 // Test helpers: walk a generated trace and measure it, independently of the generator's code.
 //  - "requested" bytes: an allocation counts from its alloc until its free completes (the
-//    definition of design.md "Results JSON");
+//    definition of README "Metrics");
 //  - "allocated" bytes: until the free is requested (what the program still uses).
 #pragma once
 
