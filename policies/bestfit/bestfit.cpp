@@ -216,7 +216,8 @@ const PolicyRegistration registration{PolicyInfo{
     "bestfit",
     "one growing VMM arena carved by global best fit, pages mapped on demand and released from large free runs",
     "Textbook best fit with immediate coalescing (dlmalloc's large bins, XLA's BestFit heap simulator, TF's BFC "
-    "without bins), placed on CUDA VMM like expandable segments (allocator-model §7): one reserved address range "
+    "without bins), placed on CUDA VMM like expandable segments (docs/allocator-model.md §7): one reserved address "
+    "range "
     "(twice the capacity), 512-byte rounding, smallest free range that fits (lowest address on ties), growth at "
     "the top in whole pages. Physical memory is handled at page granularity (2 MiB): mapped when a block needs a "
     "page, unmapped when a coalesced free run reaches release_threshold_mb, all whole free pages on empty_cache "

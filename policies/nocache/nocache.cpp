@@ -38,18 +38,18 @@ class NoCachePolicy final : public Policy {
   std::string last_oom_;
 };
 
-const PolicyRegistration registration{
-    PolicyInfo{"nocache",
-               "no caching: one cudaMalloc per request and one cudaFree per free (PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
-               "PyTorch's caching bypass (allocator-model §5). Reserved memory is the driver's: each request rounded "
-               "to 512 bytes by the simulated device; the driver's own packing of small allocations is not modelled.",
-               {},
-               [](std::string_view options, Device& device) -> std::unique_ptr<Policy> {
-                 if (!options.empty()) {
-                   throw InputError(fmt::format("nocache: takes no options (got '{}')", options));
-                 }
-                 return std::make_unique<NoCachePolicy>(device);
-               }}};
+const PolicyRegistration registration{PolicyInfo{
+    "nocache",
+    "no caching: one cudaMalloc per request and one cudaFree per free (PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
+    "PyTorch's caching bypass (docs/allocator-model.md §5). Reserved memory is the driver's: each request rounded "
+    "to 512 bytes by the simulated device; the driver's own packing of small allocations is not modelled.",
+    {},
+    [](std::string_view options, Device& device) -> std::unique_ptr<Policy> {
+      if (!options.empty()) {
+        throw InputError(fmt::format("nocache: takes no options (got '{}')", options));
+      }
+      return std::make_unique<NoCachePolicy>(device);
+    }}};
 
 }  // namespace
 }  // namespace fraglab

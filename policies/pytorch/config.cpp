@@ -224,7 +224,7 @@ class Parser {
     } else if (value == "cudaMallocAsync") {
       fail(
           "backend:cudaMallocAsync replaces the caching allocator with the driver's stream-ordered "
-          "allocator (allocator-model §9); this policy emulates the native allocator only: use the "
+          "allocator (docs/allocator-model.md §9); this policy emulates the native allocator only: use the "
           "cuda_async policy for it");
     } else {
       fail("Unknown allocator backend, options are native and cudaMallocAsync");

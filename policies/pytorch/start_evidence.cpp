@@ -159,7 +159,8 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
         } else {
           b.error = fmt::format(
               "the start state is inconsistent: alloc {} placed at {:#x} makes the block of allocation {} at {:#x} "
-              "{} bytes, but a request rounded to {} bytes there has a block of {}..{} bytes (allocator-model §4.1)",
+              "{} bytes, but a request rounded to {} bytes there has a block of {}..{} bytes (docs/allocator-model.md "
+              "§4.1)",
               e.id, e.addr, allocs[p.index].id, p.addr, block, p.rounded, b.min, b.max);
         }
         p.open = false;
@@ -220,7 +221,7 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
       if (lo > hi) {
         b.error = fmt::format(
             "the start state is inconsistent: {} although the free block after allocation {} at {:#x} would have "
-            "served it for every block size of {}..{} bytes (allocator-model §3.1)",
+            "served it for every block size of {}..{} bytes (docs/allocator-model.md §3.1)",
             why, allocs[i].id, p.addr, b.min, b.max);
         p.open = false;
         continue;

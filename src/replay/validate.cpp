@@ -559,7 +559,7 @@ ValidationReport validate_replay(const Trace& trace, const ValidateOptions& opti
   if (derived > 0) {
     report.notes.push_back(fmt::format(
         "{} allocations live at the start were freed before the snapshot was taken: their block sizes were read "
-        "from the trace's evidence where it holds any, else derived from the requests (allocator-model §12.2)",
+        "from the trace's evidence where it holds any, else derived from the requests (docs/allocator-model.md §12.2)",
         derived));
   }
   if (!undetermined.empty()) {
