@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 tools/install-deps.sh
 
+# No -Werror here: with the sanitizers' instrumentation GCC 12 warns falsely (-Wmaybe-uninitialized
+# inside libstdc++'s std::regex); the Release build below is the one held to zero warnings.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DFRAGLAB_SANITIZE=ON \
-      -DFRAGLAB_BENCH=OFF -DFRAGLAB_WERROR=ON \
+      -DFRAGLAB_BENCH=OFF \
       -DFRAGLAB_REQUIRE_REAL_TRACES="${FRAGLAB_REQUIRE_REAL_TRACES:-OFF}" > /dev/null
 cmake --build build-asan -j "$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
