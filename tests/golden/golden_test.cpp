@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,9 @@ std::vector<GoldenCase> golden_cases() {
     cases.push_back({snapshot, fs::path(FRAGLAB_REAL_TRACES) / (std::string(snapshot) + ".pickle"), "", false, true});
   return cases;
 }
+
+// What gtest prints for a case (--gtest_list_tests, failures): its name, not a byte dump.
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
 
 std::string quoted(const std::string& word) { return "'" + word + "'"; }
 
