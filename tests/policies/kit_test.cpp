@@ -7,20 +7,14 @@
 #include "fraglab/policy_kit.hpp"
 #include "fraglab/trace_io.hpp"
 #include "policies/rig.hpp"
+#include "support/input_error.hpp"
 
 namespace fraglab::test {
 namespace {
 
 const PolicyInfo kToy{"toy", "", "", {{"size_mb", "64", ""}, {"mode", "fast", ""}, {"check", "false", ""}}, nullptr};
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using fraglab::testing::error_of;
 
 auto mib = [](std::string_view v) { return kit::parse_whole_units(v, MiB); };
 

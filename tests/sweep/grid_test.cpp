@@ -5,20 +5,14 @@
 #include "fraglab/sweep.hpp"
 #include "fraglab/types.hpp"
 #include "support/command.hpp"
+#include "support/input_error.hpp"
 
 namespace fraglab {
 namespace {
 
 using testing::run_fraglab;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(Grid, ValuesSplitAtCommasOutsideBrackets) {
   const GridAxis axis = parse_grid_axis("roundup_power2_divisions=none,4,[256:1,512:2,>:8], [1:2,>:4]");
