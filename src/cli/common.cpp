@@ -2,20 +2,41 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include <fstream>
 #include <iostream>
 
+#include "fraglab/memory_budget.hpp"
+#include "fraglab/sim_device.hpp"
+
 namespace fraglab::cli {
+
+Bytes parse_max_memory(const std::string& text) {
+  constexpr Bytes kSmallest = 16 * MiB;  // below this not even the command's own start fits
+  const bool has_unit = !text.empty() && std::isalpha(static_cast<unsigned char>(text.back())) != 0;
+  if (!has_unit)
+    throw InputError(fmt::format("--max-memory '{}': expected a size with a unit, e.g. 8GiB, 512MiB or 2GB", text));
+  const Bytes bytes = parse_byte_size(text, "--max-memory");
+  if (bytes < kSmallest)
+    throw InputError(fmt::format("--max-memory '{}': expected at least {}", text, format_bytes(kSmallest)));
+  return bytes;
+}
 
 bool parse_command_line(int argc, char** argv, const std::string& usage, const po::options_description& options,
                         const po::positional_options_description& positional, po::variables_map& vm) {
   po::options_description all(options);
-  all.add_options()("help,h", "show this help");
+  const std::string max_memory_help = fmt::format(
+      "the most heap memory the command may use, e.g. 8GiB (default: three quarters of this machine's "
+      "memory, {}); an input that needs more is refused with an error (exit 2)",
+      format_bytes(default_memory_budget()));
+  all.add_options()("max-memory", po::value<std::string>(), max_memory_help.c_str())("help,h", "show this help");
   po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
   if (vm.count("help")) {
     std::cout << usage << "\n\n" << all << '\n';
     return false;
   }
+  if (vm.count("max-memory")) set_memory_budget(parse_max_memory(vm["max-memory"].as<std::string>()));
   po::notify(vm);
   return true;
 }

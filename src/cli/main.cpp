@@ -4,9 +4,11 @@
 
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string_view>
 
 #include "cli/common.hpp"
+#include "fraglab/memory_budget.hpp"
 
 namespace {
 
@@ -71,6 +73,12 @@ int main(int argc, char** argv) {
       return s.run(argc - 1, argv + 1);
     } catch (const fraglab::InputError& e) {
       std::cerr << "fraglab " << name << ": error: " << e.what() << '\n';
+      return 2;
+    } catch (const std::bad_alloc&) {
+      // The memory budget (or the machine) ran out outside a reader that names its input.
+      std::cerr << "fraglab " << name << ": error: needs more memory than the memory budget of "
+                << fraglab::format_bytes(fraglab::memory_budget())
+                << " (--max-memory) or the machine allows; expected an input this command can hold in memory\n";
       return 2;
     } catch (const boost::program_options::error& e) {
       std::cerr << "fraglab " << name << ": error: " << e.what() << " (see fraglab " << name << " --help)\n";

@@ -28,6 +28,7 @@
 #include <new>
 #include <streambuf>
 
+#include "fraglab/memory_budget.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/input_sniff.hpp"
 
@@ -206,7 +207,8 @@ std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t
       }
     }
   } catch (const std::bad_alloc&) {
-    throw InputError(fmt::format("{}: too large to hold in memory ({} bytes read)", origin, len));
+    throw InputError(fmt::format("{}: too large to hold in memory ({} bytes{}; the memory budget is {}, --max-memory)",
+                                 origin, regular ? size : len, regular ? "" : " read", format_bytes(memory_budget())));
   }
   bytes.resize(len);
   return bytes;
