@@ -247,6 +247,26 @@ bool SimDevice::is_backed(Addr addr, Bytes size) const {
   return true;
 }
 
+namespace {
+
+// Bytes per unit ("GiB", "gb", "" or "b" for bytes; case-insensitive), 0 for an unknown unit.
+double byte_unit_scale(std::string_view unit_text) {
+  std::string unit(unit_text);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (unit.empty() || unit == "b") return 1;
+  if (unit == "kib" || unit == "k") return 1024.0;
+  if (unit == "mib" || unit == "m") return 1024.0 * 1024;
+  if (unit == "gib" || unit == "g") return 1024.0 * 1024 * 1024;
+  if (unit == "tib" || unit == "t") return 1024.0 * 1024 * 1024 * 1024;
+  if (unit == "kb") return 1e3;
+  if (unit == "mb") return 1e6;
+  if (unit == "gb") return 1e9;
+  if (unit == "tb") return 1e12;
+  return 0;
+}
+
+}  // namespace
+
 Bytes parse_byte_size(std::string_view text, std::string_view what) {
   auto fail = [&]() -> Bytes {
     throw InputError(fmt::format("{}: '{}' is not a byte size (expected e.g. 80GiB, 512MiB, 1.5GB, 4096)", what, text));
@@ -257,31 +277,25 @@ Bytes parse_byte_size(std::string_view text, std::string_view what) {
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(begin, end, number);
   if (ec != std::errc() || number < 0 || !std::isfinite(number)) return fail();
-  std::string unit(ptr, end);
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double scale = 0;
-  if (unit.empty() || unit == "b")
-    scale = 1;
-  else if (unit == "kib" || unit == "k")
-    scale = 1024.0;
-  else if (unit == "mib" || unit == "m")
-    scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g")
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t")
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb")
-    scale = 1e3;
-  else if (unit == "mb")
-    scale = 1e6;
-  else if (unit == "gb")
-    scale = 1e9;
-  else if (unit == "tb")
-    scale = 1e12;
-  else
-    return fail();
+  const double scale = byte_unit_scale(std::string_view(ptr, static_cast<std::size_t>(end - ptr)));
+  if (scale == 0) return fail();
+  // Sizes of 2^60 bytes and more are impossible everywhere in fraglab (no device has an exabyte;
+  // the trace readers refuse them too), which keeps every sum of sizes far from overflowing.
+  constexpr Bytes kTooLarge = Bytes{1} << 60;
+  auto too_large = [&]() -> Bytes {
+    throw InputError(fmt::format("{}: '{}' is too large (expected less than 1 EiB, 2^60 bytes)", what, text));
+  };
+  // A whole number is computed in integers, exactly (a double holds only 53 bits of it).
+  Bytes whole = 0;
+  const auto [whole_end, whole_ec] = std::from_chars(begin, end, whole);
+  if (whole_end == ptr && whole_ec == std::errc::result_out_of_range) return too_large();
+  if (whole_end == ptr && whole_ec == std::errc()) {
+    const auto unit_bytes = static_cast<Bytes>(scale);
+    if (whole != 0 && unit_bytes > (kTooLarge - 1) / whole) return too_large();
+    return whole * unit_bytes;
+  }
   const double bytes = number * scale;
-  if (bytes >= 1.8e19) return fail();
+  if (bytes >= static_cast<double>(kTooLarge)) return too_large();
   return static_cast<Bytes>(std::llround(bytes));
 }
 
@@ -304,10 +318,12 @@ Bytes device_byte_size(std::string_view spec, std::string_view key, std::string_
                     spec, key, value, why, n, n, x * static_cast<double>(GiB)));
   };
   if (numeric && unit.empty() && number != 0) return fail("has no unit");
+  if (!numeric) return fail("is not a size");
+  if (byte_unit_scale(unit) == 0) return fail("has an unknown unit");
   try {
     return parse_byte_size(value, key);
-  } catch (const InputError&) {
-    return fail(numeric ? "has an unknown unit" : "is not a size");
+  } catch (const InputError& e) {  // too large
+    throw InputError(fmt::format("--device '{}': {}", spec, e.what()));
   }
 }
 

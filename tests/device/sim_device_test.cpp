@@ -200,6 +200,18 @@ TEST(SimDeviceSpec, SizesNeedAUnit) {
   EXPECT_EQ(parse_sim_device("sim:40GiB,external:0").external, 0u);  // zero needs no unit
 }
 
+TEST(SimDeviceSpec, SizesOfAnExabyteOrMoreAreTooLargeNotAnUnknownUnit) {
+  // 1e30 GiB overflows every integer type; 1024 TiB = 2^50 is fine, 2^60 bytes is the first refused.
+  const std::string huge = spec_error("sim:1e30GiB");
+  EXPECT_NE(huge.find("too large"), std::string::npos) << huge;
+  EXPECT_EQ(huge.find("unknown unit"), std::string::npos) << huge;
+  EXPECT_NE(spec_error("sim:80GiB,external:1e30GiB").find("external: '1e30GiB' is too large"), std::string::npos);
+  EXPECT_NE(spec_error("sim:1152921504606846976B").find("too large"), std::string::npos);
+  EXPECT_EQ(parse_sim_device("sim:1152921504606846975B").capacity, (Bytes{1} << 60) - 1);
+  EXPECT_EQ(parse_sim_device("sim:1024TiB").capacity, Bytes{1} << 50);
+  EXPECT_NE(spec_error("sim:2EiB").find("unknown unit"), std::string::npos);
+}
+
 TEST(SimDeviceSpec, NamesCapacity) {
   EXPECT_FALSE(names_capacity("sim"));
   EXPECT_FALSE(names_capacity("sim:external:1GiB"));
