@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "fraglab/trace_io.hpp"
+#include "trace/address_table.hpp"
 #include "trace/dict_layout.hpp"
 #include "trace/pickle.hpp"
 
@@ -129,56 +130,6 @@ struct Loc {
   }
 };
 
-// Every address an alloc/free entry names, and what it holds while the trace is walked forward:
-// an open-addressing table (linear probing, never shrinks: an address once seen stays "touched"),
-// because std::unordered_map cost a node allocation per alloc on the ingest path.
-class AddressTable {
- public:
-  struct Slot {
-    Addr addr = 0;
-    std::uint64_t ref = 0;  // deferred id reference of the allocation there (when live)
-    bool used = false;
-    bool live = false;
-  };
-
-  AddressTable() { slots_.resize(1024); }
-
-  // The slot of `addr`, added (not live) when new. Valid until the next get().
-  Slot& get(Addr addr) {
-    if (2 * (count_ + 1) > slots_.size()) rehash(2 * slots_.size());
-    Slot& s = slots_[probe(slots_, addr)];
-    if (!s.used) {
-      s.used = true;
-      s.addr = addr;
-      ++count_;
-    }
-    return s;
-  }
-  const Slot* find(Addr addr) const {
-    const Slot& s = slots_[probe(slots_, addr)];
-    return s.used ? &s : nullptr;
-  }
-
- private:
-  // Index of the slot holding `addr`, or of the empty slot where it would go.
-  static std::size_t probe(const std::vector<Slot>& slots, Addr addr) {
-    const std::size_t mask = slots.size() - 1;
-    // Fibonacci hashing spreads the 512-byte-aligned addresses over the table.
-    std::size_t i = static_cast<std::size_t>((addr * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-    while (slots[i].used && slots[i].addr != addr) i = (i + 1) & mask;
-    return i;
-  }
-  void rehash(std::size_t size) {
-    std::vector<Slot> fresh(size);
-    for (const Slot& s : slots_)
-      if (s.used) fresh[probe(fresh, s.addr)] = s;
-    slots_.swap(fresh);
-  }
-
-  std::vector<Slot> slots_;  // size is a power of two, at most half full
-  std::size_t count_ = 0;
-};
-
 // Sizes of 2^60 and more are corrupt (no device has an exabyte), and a range must not wrap
 // around the address space: the segment arithmetic below relies on both.
 bool plausible_range(Addr addr, Bytes size) { return size < (Bytes{1} << 60) && addr + size >= addr; }
@@ -270,7 +221,7 @@ class SnapshotReader {
   DictLayout<kSegmentKeys.size()> segment_layout_{kSegmentKeys};
   DictLayout<kBlockKeys.size()> block_layout_{kBlockKeys};
 
-  AddressTable addresses_;                  // allocation lifetimes while walking the trace forward
+  detail::AddressTable addresses_;          // allocation lifetimes while walking the trace forward
   std::vector<InitialAllocation> initial_;  // discovery order; ids assigned later
   std::uint64_t trace_allocs_ = 0;
 };
@@ -515,7 +466,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
       case Action::Skipped:
         continue;
       case Action::Alloc: {
-        AddressTable::Slot& slot = addresses_.get(e.addr);
+        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
         if (slot.live)
           fail_entry(i, fmt::format("alloc at 0x{:x}, which is still allocated (expected its "
                                     "free_completed first)",
@@ -531,7 +482,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         break;
       }
       case Action::FreeRequested: {
-        AddressTable::Slot& slot = addresses_.get(e.addr);
+        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
         if (i + 1 < entries.size()) {
           lookahead = decode_entry(entries[i + 1], i + 1);
           has_lookahead = true;
@@ -553,7 +504,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         break;
       }
       case Action::FreeCompleted: {
-        AddressTable::Slot& slot = addresses_.get(e.addr);
+        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
         ev.op = Op::FreeCompleted;
         if (slot.live) {
           ev.id = slot.ref;
@@ -632,7 +583,7 @@ void SnapshotReader::add_block_allocations() {
         fail(where, fmt::format("unknown block state '{}' (expected active_allocated, "
                                 "active_pending_free or inactive)",
                                 state.str().substr(0, 40)));
-      const AddressTable::Slot* seen = addresses_.find(addr);
+      const detail::AddressTable::Slot* seen = addresses_.find(addr);
       if (seen && seen->live) continue;  // allocated (or freed-pending) in the trace
       if (seen)
         fail(where, fmt::format("block at 0x{:x} is {} but the trace freed that address and never "
