@@ -297,7 +297,8 @@ TEST(HostileReaders, AGzipBombOfPlausibleLinesStopsAtTheInflationLimit) {
 // ---- 4. many devices -----------------------------------------------------------------------------
 
 // 20,000 devices with one 2 MiB segment each (a 1.1 MB pickle). Before: `validate` took 28.7 s of
-// CPU (each device's read walked every segment and device); after: 0.45 s, 95 MB.
+// CPU (each device's read walked every segment and device; 10,000 devices: 6.5 s); after: 0.45 s,
+// 95 MB (ASan: about 3.5 s).
 TEST(HostileReaders, ASnapshotOfManyDevicesIsReadInLinearTime) {
   constexpr std::uint64_t kDevices = 20'000;
   RawPickle p;
@@ -308,7 +309,9 @@ TEST(HostileReaders, ASnapshotOfManyDevicesIsReadInLinearTime) {
   const MeasuredRun run = run_fraglab_measured({"validate", path.string()});
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_LT(run.cpu_seconds, 4.0 * kSanitizerSlowdown);
-  EXPECT_LT(run.max_rss_bytes, 400 * MiB + kSanitizerAllowance);
+  // Measured 95 MB (Release) and 1.09 GB under ASan, whose quarantine and shadow grow with the
+  // 20,000 traces and reports allocated and freed: the sanitized bound is its own.
+  EXPECT_LT(run.max_rss_bytes, FRAGLAB_ASAN_BUILD ? 2048 * MiB : 400 * MiB);
   // Commands that read one device refuse it without --device-index, listing the first devices
   // in one line (not all 20,000).
   const MeasuredRun one = run_fraglab_measured({"inspect", path.string()});
@@ -344,9 +347,7 @@ std::pair<int, std::string> run_with_address_limit(const std::vector<std::string
   const pid_t pid = ::fork();
   if (pid < 0) return {-1, ""};
   if (pid == 0) {
-    const struct rlimit limit {
-      bytes, bytes
-    };
+    const struct rlimit limit { bytes, bytes };
     ::setrlimit(RLIMIT_AS, &limit);
     std::FILE* err = std::freopen(err_path.c_str(), "w", stderr);
     std::FILE* out = std::freopen("/dev/null", "w", stdout);
