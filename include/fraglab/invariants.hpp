@@ -21,6 +21,7 @@
 
 #include "fraglab/device.hpp"
 #include "fraglab/replay.hpp"
+#include "fraglab/seeded_hash.hpp"
 
 namespace fraglab {
 
@@ -66,7 +67,7 @@ class InvariantChecker final : public ReplayObserver, public DeviceListener {
   std::uint64_t ooms_at_start_ = 0;  // the policy's num_ooms once the start state is rebuilt
   std::uint64_t ooms_seen_ = 0;      // alloc events without a block since
   std::map<Addr, Live> by_address_;
-  std::unordered_map<AllocId, Addr> address_of_;
+  std::unordered_map<AllocId, Addr, SeededHash> address_of_;  // seeded: ids come from the trace
   struct Release {
     DeviceCall call;
     Addr addr;

@@ -40,6 +40,7 @@
 #include "common/free_ranges.hpp"
 #include "common/mapped_pages.hpp"
 #include "fraglab/policy_kit.hpp"
+#include "fraglab/seeded_hash.hpp"
 
 namespace fraglab::bestfit {
 namespace {
@@ -205,7 +206,7 @@ class BestFitPolicy final : public kit::RetryingPolicy {
   MappedPages mapped_;
   // Live blocks by address, for segments(); hashed because only lookups by address happen on
   // the replay path (segments() sorts, so iteration order never shows).
-  std::unordered_map<Addr, Bytes> live_;
+  std::unordered_map<Addr, Bytes, SeededHash> live_;  // seeded: an adopted start state names addresses
   Bytes allocated_ = 0;
   std::uint64_t growths_ = 0;
   Bytes released_bytes_ = 0;

@@ -40,6 +40,7 @@
 #include <unordered_map>
 
 #include "fraglab/policy_kit.hpp"
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/sim_device.hpp"
 
 namespace fraglab::buddy {
@@ -285,7 +286,7 @@ class BuddyPolicy final : public kit::RetryingPolicy {
   std::map<Addr, Bytes> own_mallocs_;          // requests larger than a top-level block
   // Live buddy blocks by address, for segments(); hashed because the replay path only looks
   // them up (segments() sorts, so iteration order never shows).
-  std::unordered_map<Addr, Bytes> live_;
+  std::unordered_map<Addr, Bytes, SeededHash> live_;  // seeded: an adopted start state names addresses
   Bytes allocated_ = 0;
   Bytes requested_ = 0;
   Bytes free_bytes_ = 0;  // free bytes inside top-level blocks

@@ -176,13 +176,17 @@ class MappedPages {
 inline void audit_arena(kit::AuditLog& log, Addr base, Addr top, std::vector<std::pair<Addr, Bytes>> blocks,
                         const FreeRanges& free, const MappedPages& pages, Bytes page) {
   free.audit(log);
+  // In address order: the live blocks may come from a hash map, whose order must not decide which
+  // violation is reported first (the same run gives the same message).
+  std::sort(blocks.begin(), blocks.end());
+  const auto live = static_cast<std::ptrdiff_t>(blocks.size());
   for (const auto& [addr, size] : blocks) {
     const Addr lo = kit::align_down(addr, page), hi = kit::align_up(addr + size, page);
     log.require(pages.mapped_within(lo, hi) == hi - lo,
                 [&] { return fmt::format("live block [0x{:x}, +{}) has unmapped pages", addr, size); });
   }
   for (const auto& [addr, size] : free.by_address()) blocks.emplace_back(addr, size);
-  std::sort(blocks.begin(), blocks.end());
+  std::inplace_merge(blocks.begin(), blocks.begin() + live, blocks.end());
   Addr at = base;
   for (const auto& [addr, size] : blocks) {
     log.require(addr == at, [&] { return fmt::format("arena not tiled at 0x{:x} (next piece 0x{:x})", at, addr); });

@@ -35,6 +35,7 @@
 
 #include "fraglab/planned_requests.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/seeded_hash.hpp"
 #include "gemini/chunk_search.hpp"
 #include "gemini/chunk_store.hpp"
 #include "gemini/options.hpp"
@@ -240,7 +241,7 @@ class GeminiPolicy final : public Policy {
     inner_trace_.strings = trace.strings;
     inner_trace_.initial = trace.initial;
     inner_trace_.events.reserve(trace.events.size());
-    std::unordered_set<AllocId> packed;  // ids of live chunk-packed allocations (membership only)
+    std::unordered_set<AllocId, SeededHash> packed;  // ids of live chunk-packed allocations (membership only)
     std::size_t k = trace.initial.allocations.size();
     for (const Event& e : trace.events) {
       if (e.op == Op::Alloc) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "fraglab/seeded_hash.hpp"
 #include "pytorch/rounding.hpp"
 
 namespace fraglab::cca {
@@ -115,7 +116,7 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     out.blocks[i] = std::move(b);
   }
 
-  std::unordered_map<AllocId, std::size_t> live_initial;  // id -> index, while live
+  std::unordered_map<AllocId, std::size_t, SeededHash> live_initial;  // id -> index, while live
   for (std::size_t i = 0; i < allocs.size(); ++i) live_initial.emplace(allocs[i].id, i);
   std::vector<char> live(allocs.size(), 1);
   std::vector<std::size_t> open;

@@ -19,6 +19,7 @@
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/sweep.hpp"
 #include "fraglab/sweep_report.hpp"
 
@@ -251,7 +252,7 @@ int cmd_sweep(int argc, char** argv) {
                                              sweep_meta(grid, device_text, identities, shard, start_option, contexts));
   }
   // Runs already in the file (resume), by key.
-  std::unordered_map<std::string, const SweepRow*> done;
+  std::unordered_map<std::string, const SweepRow*, SeededHash, std::equal_to<>> done;  // seeded: keys from a file
   if (stream) {
     for (const SweepRow& row : stream->existing()) done.emplace(row_key(row), &row);
   }
@@ -300,7 +301,7 @@ int cmd_sweep(int argc, char** argv) {
   if (stream) {
     // Rows of other sweeps that shared the file stay in it; the file ends in canonical order.
     std::vector<SweepRow> all = stream->existing();
-    std::unordered_set<std::string> old;
+    std::unordered_set<std::string, SeededHash, std::equal_to<>> old;
     for (const SweepRow& row : all) old.insert(row_key(row));
     for (const SweepRow& row : rows) {
       if (old.count(row_key(row)) == 0) all.push_back(row);

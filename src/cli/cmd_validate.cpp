@@ -1,7 +1,10 @@
 // fraglab validate SNAPSHOT [--device-index N] [--json FILE|-]: replay a recorded run under its own
 // allocator settings and compare with the record. Exit 0 exact, 1 divergent, 2 bad input.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iostream>
+#include <limits>
 
 #include "cli/common.hpp"
 #include "fraglab/sim_device.hpp"
@@ -37,6 +40,10 @@ int cmd_validate(int argc, char** argv) {
   if (!capacity.empty()) vo.capacity = parse_byte_size(capacity, "--capacity");
   if (!available.empty()) vo.available = parse_byte_size(available, "--available");
   if (!version.empty()) vo.extra_options = "version:" + version;
+  // -1 (the default) means every device; any other negative index names none.
+  if (vm.count("device-index") != 0 && device_index < 0)
+    throw InputError(fmt::format("--device-index {}: expected a CUDA device index from 0 to {}", device_index,
+                                 std::numeric_limits<int>::max()));
 
   // Without --device-index every GPU of a multi-GPU snapshot is validated, each on its own.
   std::vector<std::pair<int, Trace>> traces;

@@ -3,13 +3,15 @@
 
 #include <unordered_map>
 
+#include "fraglab/seeded_hash.hpp"
+
 namespace fraglab {
 
 std::vector<PlannedRequest> planned_requests(const Trace& trace) {
   std::vector<PlannedRequest> requests;
   requests.reserve(trace.initial.allocations.size() + trace.events.size() / 2);
   const std::uint64_t never = trace.events.size() + 1;
-  std::unordered_map<AllocId, std::size_t> live;  // id -> index in requests
+  std::unordered_map<AllocId, std::size_t, SeededHash> live;  // id -> index in requests
   for (const InitialAllocation& a : trace.initial.allocations) {
     live[a.id] = requests.size();
     requests.push_back({0, never, a.requested, a.stream, kNoString, a.id});

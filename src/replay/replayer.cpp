@@ -6,6 +6,7 @@
 //  - allocated = Σ block sizes of live allocations whose free was not yet requested;
 //  - an allocation that hit OOM is remembered so its later frees are ignored.
 #include "fraglab/replay.hpp"
+#include "fraglab/seeded_hash.hpp"
 
 #include <fmt/format.h>
 
@@ -53,7 +54,7 @@ class LiveTable {
  private:
   bool dense_ = false;
   std::vector<LiveAllocation> slots_;
-  std::unordered_map<AllocId, LiveAllocation> sparse_;
+  std::unordered_map<AllocId, LiveAllocation, SeededHash> sparse_;  // seeded: ids come from the trace
 };
 
 }  // namespace

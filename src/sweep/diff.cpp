@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "fraglab/diff.hpp"
+#include "fraglab/seeded_hash.hpp"
 
 namespace fraglab {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 // differently and still be the same program.
 std::vector<std::int64_t> freed_ordinals(const Trace& trace) {
   std::vector<std::int64_t> out(trace.events.size(), 0);
-  std::unordered_map<AllocId, std::int64_t> live;
+  std::unordered_map<AllocId, std::int64_t, SeededHash> live;  // seeded: ids come from the trace
   for (size_t i = 0; i < trace.initial.allocations.size(); ++i) {
     live[trace.initial.allocations[i].id] = -static_cast<std::int64_t>(i) - 1;
   }

@@ -12,6 +12,7 @@
 #include "fraglab/diff.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/run_replay.hpp"
+#include "fraglab/seeded_hash.hpp"
 
 namespace fraglab {
 
@@ -25,9 +26,9 @@ struct ProfileRecorder::State {
   size_t span = 0;
 
   std::vector<TagProfile> tags;
-  std::unordered_map<std::uint32_t, size_t> tag_slot;                 // trace string index -> tags index
-  std::vector<Bytes> live;                                            // per tags index
-  std::unordered_map<AllocId, std::pair<size_t, Bytes>> allocations;  // live: tag slot, requested
+  std::unordered_map<std::uint32_t, size_t, SeededHash> tag_slot;                 // trace string index -> tags index
+  std::vector<Bytes> live;                                                        // per tags index
+  std::unordered_map<AllocId, std::pair<size_t, Bytes>, SeededHash> allocations;  // live: tag slot, requested
   std::vector<Bytes> live_at_start;
 
   Bytes best_reserved = 0;

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/sweep.hpp"
 
 namespace fraglab {
@@ -113,7 +114,7 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
   // Every run of a shard given is there (a shard that was killed and not resumed lacks some).
   // Keyed by trace and spec: each trace's rows carry the device it ran on (a capacity from its
   // recorded oom differs from trace to trace), so the sweep's device option is not their key.
-  std::unordered_set<std::string> have;
+  std::unordered_set<std::string, SeededHash, std::equal_to<>> have;
   for (const SweepRow& row : rows) have.insert(row_key(row.trace, "", row.spec));
   std::map<std::string, std::pair<std::size_t, std::string>> lacking;  // file -> count, first missing run
   for (std::size_t k = 0; k < runs; ++k) {

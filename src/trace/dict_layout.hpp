@@ -32,10 +32,13 @@ class DictLayout {
   explicit DictLayout(const std::array<std::string_view, N>& names) : names_(names) { position_.fill(-1); }
 
   // Learns `dict`'s key positions unless its keys are the last dict's. Anything but a dict has
-  // none of the keys.
-  void look_at(const pickle::Value& dict) {
+  // none of the keys. Returns how many keys it had to look at beyond the cached check (0 when the
+  // layout matched): what a reader charges against its budget for walking shared values.
+  std::uint32_t look_at(const pickle::Value& dict) {
     const std::uint32_t n = dict.dict_size();  // 0 for anything but a dict: never matches
-    if (!matches(dict, n)) learn(dict, n);
+    if (matches(dict, n)) return 0;
+    learn(dict, n);
+    return n;
   }
   // The value of names[field] in the dict last passed to look_at(); nullptr when absent.
   const pickle::Value* get(const pickle::Value& dict, std::size_t field) const {

@@ -27,6 +27,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/json_text.hpp"
 #include "trace/jsonl_event_line.hpp"
@@ -38,12 +39,6 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using detail::EventFields;
-
-// Hash/equality that let the intern table be searched with a string_view, no std::string built.
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
 
 // Trace::strings plus an index over it: Trace::intern is a linear scan, fine for a generator's
 // handful of tags, not for a million mark values.
@@ -81,7 +76,9 @@ class Interner {
 
  private:
   std::vector<std::string>& strings_;
-  std::unordered_map<std::string, std::uint32_t, StringHash, std::equal_to<>> index_;
+  // Searched with a string_view (transparent), no std::string built. Seeded per process: a fixed
+  // hash (std::hash) lets a trace list strings that all land in one bucket. Only looked up.
+  std::unordered_map<std::string, std::uint32_t, SeededHash, std::equal_to<>> index_;
   std::array<std::uint32_t, 61> recent_;  // indices into strings_, kNoString = empty
 };
 

@@ -11,12 +11,17 @@
 //  - the table is an open-addressing hash map with linear probing and backward-shift deletion
 //    (no tombstones), so a long trace of alloc/free pairs never degrades it. It exists because the
 //    JSONL ingest budget is ~200 ns per event and std::unordered_map costs a node allocation per
-//    alloc.
+//    alloc;
+//  - slots are found through a hash seeded per process (fraglab/seeded_hash.hpp): ids chosen to
+//    collide (hash flooding) probe as briefly as any others. Nothing iterates the slots, so the
+//    seed changes no result.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace.hpp"
 
 namespace fraglab::detail {
@@ -87,6 +92,16 @@ class LiveAllocations {
 
   std::size_t size() const { return size_; }
 
+  // The longest run of occupied slots a lookup may walk (tests hold it small on adversarial ids).
+  std::size_t longest_probe() const {
+    std::size_t longest = 0;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].state == kEmpty) continue;
+      longest = std::max(longest, ((i - home(slots_[i].id)) & mask_) + 1);
+    }
+    return longest;
+  }
+
  private:
   static constexpr std::uint8_t kEmpty = 0, kLive = 1, kFreeRequested = 2;
   struct Slot {
@@ -96,9 +111,9 @@ class LiveAllocations {
   };
 
   std::size_t home(AllocId id) const {
-    // Fibonacci hashing: ids are often dense counters or 512-byte-aligned addresses; the
-    // multiply spreads both over the high bits, which the shift keeps.
-    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ull) >> shift_);
+    // The high bits of a seeded mix: a fixed multiplier (Fibonacci hashing) sent every multiple
+    // of its inverse to one slot, and a trace could list 100,000 of those (quadratic probing).
+    return static_cast<std::size_t>(seeded_hash(id, seed_) >> shift_);
   }
 
   Slot* find(AllocId id) {
@@ -159,6 +174,7 @@ class LiveAllocations {
   }
 
   std::vector<Slot> slots_;
+  std::uint64_t seed_ = hash_seed();
   std::size_t mask_ = 0;
   int shift_ = 64;
   std::size_t size_ = 0;

@@ -89,7 +89,9 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
       }
       for (; key_end - w >= 8; w += 8) h0 = mix(h0, load_le<std::uint64_t>(w));
       const std::uint64_t h = h0 ^ std::rotl(h1, 16) ^ std::rotl(h2, 32) ^ std::rotl(h3, 48);
-      run_hash = (h ^ load_le<std::uint64_t>(key_end - 8)) * 0xC2B2AE3D27D4EB4Full;
+      // The last step is seeded per process (fraglab/seeded_hash.hpp), so no input can aim its
+      // runs at one set to evict each other (a miss only costs decoding the run, but even so).
+      run_hash = seeded_hash(h ^ load_le<std::uint64_t>(key_end - 8), run_seed_);
       // Two ways per set: a program's few hundred distinct stacks in one way each collided
       // often enough that a third of the runs decoded again were evicted ones, not new ones.
       memo_slot = &run_memo_[(run_hash >> (64 - kRunMemoBits)) & ~std::size_t{1}];

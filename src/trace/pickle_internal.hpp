@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/types.hpp"
 #include "trace/pickle.hpp"
 #include "trace/pickle_opcodes.hpp"
@@ -283,6 +284,7 @@ class Machine {
   };
   static constexpr unsigned kRunMemoBits = 11;
   std::array<RunMemo, std::size_t{1} << kRunMemoBits> run_memo_{};
+  std::uint64_t run_seed_ = hash_seed();
   std::uint64_t text_index(std::string_view s) const {
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);

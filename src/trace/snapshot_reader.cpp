@@ -12,10 +12,19 @@
 //    silently wrong start state);
 //  - Σ initial segment sizes + segment events replayed = Σ snapshot total_size of the device
 //    (the reserved-bytes timeline of §12.2).
+//
+// Invariants of the reading (issue 16, hostile input):
+//  - every walk over the parsed pickle's containers is charged to a WalkBudget of the input's
+//    size plus a fixed allowance: a container shared by memo references and walked once per
+//    reference is refused in one line, never expanded without bound;
+//  - reading every device of a snapshot (parse_snapshot_devices) looks at each device list and
+//    segment a fixed number of times: linear in the file, not in devices x file;
+//  - device indices are ints (0..INT_MAX); a larger one is refused naming it, never truncated.
 #include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <span>
@@ -25,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "fraglab/trace_io.hpp"
+#include "trace/address_table.hpp"
 #include "trace/dict_layout.hpp"
 #include "trace/pickle.hpp"
 
@@ -129,56 +139,6 @@ struct Loc {
   }
 };
 
-// Every address an alloc/free entry names, and what it holds while the trace is walked forward:
-// an open-addressing table (linear probing, never shrinks: an address once seen stays "touched"),
-// because std::unordered_map cost a node allocation per alloc on the ingest path.
-class AddressTable {
- public:
-  struct Slot {
-    Addr addr = 0;
-    std::uint64_t ref = 0;  // deferred id reference of the allocation there (when live)
-    bool used = false;
-    bool live = false;
-  };
-
-  AddressTable() { slots_.resize(1024); }
-
-  // The slot of `addr`, added (not live) when new. Valid until the next get().
-  Slot& get(Addr addr) {
-    if (2 * (count_ + 1) > slots_.size()) rehash(2 * slots_.size());
-    Slot& s = slots_[probe(slots_, addr)];
-    if (!s.used) {
-      s.used = true;
-      s.addr = addr;
-      ++count_;
-    }
-    return s;
-  }
-  const Slot* find(Addr addr) const {
-    const Slot& s = slots_[probe(slots_, addr)];
-    return s.used ? &s : nullptr;
-  }
-
- private:
-  // Index of the slot holding `addr`, or of the empty slot where it would go.
-  static std::size_t probe(const std::vector<Slot>& slots, Addr addr) {
-    const std::size_t mask = slots.size() - 1;
-    // Fibonacci hashing spreads the 512-byte-aligned addresses over the table.
-    std::size_t i = static_cast<std::size_t>((addr * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-    while (slots[i].used && slots[i].addr != addr) i = (i + 1) & mask;
-    return i;
-  }
-  void rehash(std::size_t size) {
-    std::vector<Slot> fresh(size);
-    for (const Slot& s : slots_)
-      if (s.used) fresh[probe(fresh, s.addr)] = s;
-    slots_.swap(fresh);
-  }
-
-  std::vector<Slot> slots_;  // size is a power of two, at most half full
-  std::size_t count_ = 0;
-};
-
 // Sizes of 2^60 and more are corrupt (no device has an exabyte), and a range must not wrap
 // around the address space: the segment arithmetic below relies on both.
 bool plausible_range(Addr addr, Bytes size) { return size < (Bytes{1} << 60) && addr + size >= addr; }
@@ -187,11 +147,66 @@ bool plausible_range(Addr addr, Bytes size) { return size < (Bytes{1} << 60) && 
 // one by this tag plus its discovery index.
 constexpr std::uint64_t kInitialRef = std::uint64_t{1} << 63;
 
+// Devices are CUDA device indices (an int in PyTorch and in TraceReadOptions): larger ones are
+// refused, never truncated.
+constexpr std::uint64_t kMaxDevice = std::numeric_limits<int>::max();
+
+// The pickle document aliases shared containers as Python does (pickle.hpp), so a 12 KB pickle
+// can hold 3,000 segments that all name one 3,000-block list by memo GET: cheap to parse, but
+// 9,000,000 blocks to whoever walks each segment's blocks. Every walk over a container's items
+// (trace entries, blocks, device lists, segments, the keys of a dict whose layout is learned or
+// searched) is charged here, and the walk stops once the charges exceed the input's size in
+// bytes plus a fixed allowance.
+//
+// Why no snapshot that shares no containers is refused: every item of a container was pushed by
+// an opcode of its own of at least one byte (NONE, NEWTRUE, EMPTY_LIST, DUP, ... take one; BININT1,
+// BINGET, any str take two or more), and a dict's pair takes two such pushes. This reader walks
+// each container a fixed number of times and charges per walk at most one unit per item: a list
+// item 1 (its push took >= 1 byte), a dict key 1 each time the dict's keys are looked at, which is
+// at most twice (finding the devices, then reading them) for a pair that took >= 2 bytes. The
+// top-level dict and allocator_settings are looked at a few times per document, within the
+// allowance. So charges stay within the input's size unless one container is walked again through
+// memo references: exactly the amplification this refuses.
+class WalkBudget {
+ public:
+  static constexpr std::uint64_t kAllowance = std::uint64_t{1} << 20;
+
+  WalkBudget(std::size_t input_bytes, std::string_view origin) : limit_(input_bytes + kAllowance), origin_(origin) {}
+
+  void charge(std::uint64_t items) {
+    used_ += items;
+    if (used_ > limit_) [[unlikely]]
+      exceeded();
+  }
+
+ private:
+  [[noreturn, gnu::cold, gnu::noinline]] void exceeded() const {
+    throw InputError(
+        fmt::format("{}: pickle expands to more than {} items through shared references (memo GETs of the same "
+                    "list or dict, walked once per reference); expected a snapshot from "
+                    "torch.cuda.memory._dump_snapshot()",
+                    origin_, limit_));
+  }
+
+  std::uint64_t limit_;
+  std::uint64_t used_ = 0;
+  std::string_view origin_;
+};
+
+// Reads the devices of one parsed snapshot. What all devices share (the top-level lists, which
+// device each segment belongs to, the allocator settings, the walk budget) is found once, on the
+// first read: reading every device of a snapshot is linear in its size, not in devices x size.
 class SnapshotReader {
  public:
-  SnapshotReader(std::string_view origin, const TraceReadOptions& options) : origin_(origin), options_(options) {}
+  SnapshotReader(std::string_view origin, std::size_t input_bytes) : origin_(origin), budget_(input_bytes, origin) {}
 
-  Trace read(const Value& root);
+  // The Trace of one device (-1: the only device with data; see TraceReadOptions).
+  Trace read(const Value& root, int device_index);
+  // Devices with trace entries or segments, in increasing order (checks the top-level layout).
+  const std::set<std::uint64_t>& devices_with_data(const Value& root) {
+    index(root);
+    return with_data_;
+  }
 
  private:
   // ---- errors: one line, naming the file and where -----------------------------------------
@@ -207,8 +222,13 @@ class SnapshotReader {
   }
 
   // ---- typed field access ------------------------------------------------------------------
-  const Value& field(const Value& dict, std::string_view key, const Loc& where) const {
-    const Value* v = dict.find(key);
+  // Value::find walks the dict's keys: charged.
+  const Value* find(const Value& dict, std::string_view key) {
+    budget_.charge(dict.dict_size());
+    return dict.find(key);
+  }
+  const Value& field(const Value& dict, std::string_view key, const Loc& where) {
+    const Value* v = find(dict, key);
     if (!v) fail(where, fmt::format("missing key '{}'", key));
     return *v;
   }
@@ -228,7 +248,7 @@ class SnapshotReader {
     if (v.kind == Kind::Int) return v.integer;
     fail_type(where, key, "an int within 64 bits", v);
   }
-  std::uint64_t u64_field(const Value& d, std::string_view key, const Loc& where) const {
+  std::uint64_t u64_field(const Value& d, std::string_view key, const Loc& where) {
     return as_u64(field(d, key, where), key, where);
   }
   template <std::size_t N>
@@ -236,31 +256,45 @@ class SnapshotReader {
     return as_u64(field(layout, dict, key, where), layout.name(key), where);
   }
 
+  // Learns a dict's layout, charging the keys it had to look at.
+  template <std::size_t N>
+  void look_at(DictLayout<N>& layout, const Value& dict) {
+    if (const std::uint32_t looked = layout.look_at(dict)) budget_.charge(looked);
+  }
+
   // ---- steps -------------------------------------------------------------------------------
   void check_root(const Value& root) const;
-  const Value& segments_of(const Value& root) const;
-  const Value* device_traces_of(const Value& root) const;
-  void choose_device(const Value& root);
+  const Value& segments_of(const Value& root);
+  const Value* device_traces_of(const Value& root);
+  void index(const Value& root);
+  void reset_device();
+  void choose_device(int device_index);
 
- public:
-  // Devices with trace entries or segments (checks the top-level layout on the way).
-  std::set<std::uint64_t> devices_with_data(const Value& root) const;
-
- private:
-  void collect_segments(const Value& segments);
+  void collect_segments();
   [[gnu::always_inline]] inline Entry decode_entry(const Value& e, std::size_t i);
   void emit_events(std::span<const Value> entries, Trace& trace);
   void add_block_allocations();
   void rebuild_segments(Trace& trace) const;
   void number_allocations(Trace& trace);
-  void read_allocator_settings(const Value& root, Trace& trace) const;
+  void read_allocator_settings(const Value& root);
   void check_allocations_in_segments(const Trace& trace) const;
 
   std::string_view origin_;
-  TraceReadOptions options_;
+  WalkBudget budget_;  // shared by every device read from the document
+
+  // Found once per document by index().
+  bool indexed_ = false;
+  std::span<const Value> device_lists_;                                   // device_traces (empty: none)
+  std::span<const Value> segment_list_;                                   // segments
+  std::set<std::uint64_t> with_data_;                                     // devices with entries or segments
+  std::map<std::uint64_t, std::vector<std::size_t>> segments_by_device_;  // indices into segment_list_
+  bool allocator_conf_known_ = false;
+  std::string allocator_conf_;
+  Bytes large_page_ = kDefaultLargePage;
+
+  // Per device read (reset_device()).
   std::size_t device_ = 0;
   const Value* device_entries_ = nullptr;  // the device's trace list (may be null: no trace)
-  Bytes large_page_ = kDefaultLargePage;
 
   std::vector<SnapshotSegment> segments_;
   // Segment events with their entry index, in trace order: all rebuild_segments() needs.
@@ -270,7 +304,7 @@ class SnapshotReader {
   DictLayout<kSegmentKeys.size()> segment_layout_{kSegmentKeys};
   DictLayout<kBlockKeys.size()> block_layout_{kBlockKeys};
 
-  AddressTable addresses_;                  // allocation lifetimes while walking the trace forward
+  detail::AddressTable addresses_;          // allocation lifetimes while walking the trace forward
   std::vector<InitialAllocation> initial_;  // discovery order; ids assigned later
   std::uint64_t trace_allocs_ = 0;
 };
@@ -298,7 +332,7 @@ void SnapshotReader::check_root(const Value& root) const {
                                          pickle::kind_name(root.kind)));
 }
 
-const Value& SnapshotReader::segments_of(const Value& root) const {
+const Value& SnapshotReader::segments_of(const Value& root) {
   if (root.is_sequence()) return root;
   const Loc top{Loc::Snapshot};
   const Value& segments = field(root, "segments", top);
@@ -307,7 +341,7 @@ const Value& SnapshotReader::segments_of(const Value& root) const {
 }
 
 // The per-device trace lists; null for a bare list of segments (a state-only dump).
-const Value* SnapshotReader::device_traces_of(const Value& root) const {
+const Value* SnapshotReader::device_traces_of(const Value& root) {
   check_root(root);
   if (root.is_sequence()) return nullptr;
   const Loc top{Loc::Snapshot};
@@ -320,70 +354,98 @@ const Value* SnapshotReader::device_traces_of(const Value& root) const {
 
 // Snapshots hold every device; a Trace is one. A device "has data" when it has trace entries or
 // segments; -1 picks the only such device (README "Traces", trace_io.hpp TraceReadOptions).
-std::set<std::uint64_t> SnapshotReader::devices_with_data(const Value& root) const {
+// Each device list and segment is looked at once here, and each device's read then visits only
+// its own segments.
+void SnapshotReader::index(const Value& root) {
+  if (indexed_) return;
+  if (root.is_dict()) read_allocator_settings(root);  // first, as its errors always came first
   const Loc top{Loc::Snapshot};
   const Value* traces = device_traces_of(root);
-  const Value& segments = segments_of(root);
-
-  std::set<std::uint64_t> with_data;
-  auto device_lists = traces ? traces->items() : std::span<const Value>();
-  for (std::size_t d = 0; d < device_lists.size(); ++d) {
-    const Value& list = device_lists[d];
+  segment_list_ = segments_of(root).items();
+  device_lists_ = traces ? traces->items() : std::span<const Value>();
+  budget_.charge(device_lists_.size() + segment_list_.size());
+  for (std::size_t d = 0; d < device_lists_.size(); ++d) {
+    const Value& list = device_lists_[d];
     if (list.is_none()) continue;
     if (!list.is_sequence())
       fail(top,
            fmt::format("device_traces[{}]: expected a list of trace entries, got {}", d, pickle::kind_name(list.kind)));
-    if (!list.items().empty()) with_data.insert(d);
+    if (list.items().empty()) continue;
+    if (d > kMaxDevice)
+      fail(top, fmt::format("device_traces[{}]: device index {} is beyond {} (expected a CUDA device index)", d, d,
+                            kMaxDevice));
+    with_data_.insert(d);
   }
-  auto segs = segments.items();
   DictLayout<kSegmentKeys.size()> keys{kSegmentKeys};
-  for (std::size_t i = 0; i < segs.size(); ++i) {
+  for (std::size_t i = 0; i < segment_list_.size(); ++i) {
     const Loc where{Loc::Segment, i};
-    if (!segs[i].is_dict()) fail(where, "expected a dict");
-    keys.look_at(segs[i]);
-    with_data.insert(u64_field(keys, segs[i], kSegDevice, where));
+    if (!segment_list_[i].is_dict()) fail(where, "expected a dict");
+    look_at(keys, segment_list_[i]);
+    const std::uint64_t device = u64_field(keys, segment_list_[i], kSegDevice, where);
+    if (device > kMaxDevice)
+      fail(where, fmt::format("key 'device': device index {} is beyond {} (expected a CUDA device index)", device,
+                              kMaxDevice));
+    with_data_.insert(device);
+    segments_by_device_[device].push_back(i);
   }
-  return with_data;
+  indexed_ = true;
 }
 
-void SnapshotReader::choose_device(const Value& root) {
+void SnapshotReader::reset_device() {
+  device_ = 0;
+  device_entries_ = nullptr;
+  segments_.clear();
+  segment_entries_.clear();
+  addresses_ = detail::AddressTable();
+  initial_.clear();
+  trace_allocs_ = 0;
+}
+
+void SnapshotReader::choose_device(int device_index) {
   const Loc top{Loc::Snapshot};
-  const std::set<std::uint64_t> with_data = devices_with_data(root);
-  const Value* traces = device_traces_of(root);
-  auto device_lists = traces ? traces->items() : std::span<const Value>();
-  const Value& segments = segments_of(root);
   auto list_devices = [&] {
+    // The first 16 at most: a snapshot may name thousands of devices, and a message is one line.
     std::string s;
-    for (std::uint64_t d : with_data) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    std::size_t listed = 0;
+    for (std::uint64_t d : with_data_) {
+      if (listed++ == 16) {
+        s += fmt::format(", ... ({} devices)", with_data_.size());
+        break;
+      }
+      s += (s.empty() ? "" : ", ") + std::to_string(d);
+    }
     return s.empty() ? std::string("none") : s;
   };
-  if (options_.device_index >= 0) {
-    device_ = static_cast<std::size_t>(options_.device_index);
-    if (!with_data.count(device_))
+  if (device_index < -1)  // -1: the only device with data; no other negative index names one
+    fail(top, fmt::format("device index {}: expected a CUDA device index from 0 to {} (--device-index)", device_index,
+                          kMaxDevice));
+  if (device_index >= 0) {
+    device_ = static_cast<std::size_t>(device_index);
+    if (!with_data_.count(device_))
       fail(top, fmt::format("device {} has no trace entries and no segments (expected "
                             "--device-index to name a device with data: {})",
                             device_, list_devices()));
   } else {
-    if (with_data.empty()) fail(top, "no device has trace entries or segments");
-    if (with_data.size() > 1)
+    if (with_data_.empty()) fail(top, "no device has trace entries or segments");
+    if (with_data_.size() > 1)
       fail(top, fmt::format("it holds several devices ({}): choose one with --device-index "
                             "N",
                             list_devices()));
-    device_ = static_cast<std::size_t>(*with_data.begin());
+    device_ = static_cast<std::size_t>(*with_data_.begin());
   }
-  if (device_ < device_lists.size() && device_lists[device_].is_sequence()) device_entries_ = &device_lists[device_];
-  collect_segments(segments);
+  if (device_ < device_lists_.size() && device_lists_[device_].is_sequence()) device_entries_ = &device_lists_[device_];
+  collect_segments();
 }
 
 // §11.3: the device's segments as the snapshot saw them at dump time.
-void SnapshotReader::collect_segments(const Value& segments) {
-  auto segs = segments.items();
+void SnapshotReader::collect_segments() {
   DictLayout<kSegmentKeys.size()>& keys = segment_layout_;
-  for (std::size_t i = 0; i < segs.size(); ++i) {
-    const Value& s = segs[i];
+  const auto mine = segments_by_device_.find(device_);
+  if (mine == segments_by_device_.end()) return;
+  for (const std::size_t i : mine->second) {
+    const Value& s = segment_list_[i];
     const Loc where{Loc::Segment, i};
-    keys.look_at(s);
-    if (u64_field(keys, s, kSegDevice, where) != device_) continue;
+    look_at(keys, s);
     SnapshotSegment seg;
     seg.index = i;
     seg.addr = u64_field(keys, s, kSegAddress, where);
@@ -448,7 +510,7 @@ Action action_from_name(std::string_view a, bool& known) {
 // only those the action needs are looked at.
 inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   if (!e.is_dict()) fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
-  entry_layout_.look_at(e);
+  look_at(entry_layout_, e);
   const Value* action = entry_layout_.get(e, kAction);
   if (!action) fail_entry(i, "missing key 'action'");
   const Loc where{Loc::Entry, device_, i};
@@ -490,6 +552,7 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
 //
 // Entries are decoded as they are walked (one pass, no intermediate copy of the trace).
 void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
+  budget_.charge(entries.size());  // before reserving for them: a shared list may be walked again
   trace.events.reserve(entries.size());
   const auto device = static_cast<std::uint32_t>(device_);
   auto discover = [&](const Entry& e, bool pending) {
@@ -515,7 +578,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
       case Action::Skipped:
         continue;
       case Action::Alloc: {
-        AddressTable::Slot& slot = addresses_.get(e.addr);
+        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
         if (slot.live)
           fail_entry(i, fmt::format("alloc at 0x{:x}, which is still allocated (expected its "
                                     "free_completed first)",
@@ -531,7 +594,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         break;
       }
       case Action::FreeRequested: {
-        AddressTable::Slot& slot = addresses_.get(e.addr);
+        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
         if (i + 1 < entries.size()) {
           lookahead = decode_entry(entries[i + 1], i + 1);
           has_lookahead = true;
@@ -553,7 +616,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         break;
       }
       case Action::FreeCompleted: {
-        AddressTable::Slot& slot = addresses_.get(e.addr);
+        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
         ev.op = Op::FreeCompleted;
         if (slot.live) {
           ev.id = slot.ref;
@@ -596,6 +659,7 @@ void SnapshotReader::add_block_allocations() {
   DictLayout<kBlockKeys.size()>& keys = block_layout_;
   for (const SnapshotSegment& seg : segments_) {
     auto blocks = seg.blocks->items();
+    budget_.charge(blocks.size());             // segments may share one blocks list (memo GET)
     const Addr seg_end = seg.addr + seg.size;  // plausible_range() held in collect_segments
     Addr next = seg.addr;                      // where the next block starts: blocks are listed in address order
     bool derived = false;                      // some block had no 'address' and was placed at `next`
@@ -603,7 +667,7 @@ void SnapshotReader::add_block_allocations() {
       const Value& block = blocks[b];
       const Loc where{Loc::Block, seg.index, b};
       if (!block.is_dict()) fail(where, "expected a dict");
-      keys.look_at(block);
+      look_at(keys, block);
       // 2.0-era blocks have no 'address' (§11.4 "running sum from segment address"): each block
       // starts where the one before it ends, so the blocks must tile the segment exactly.
       const Bytes size = u64_field(keys, block, kBlockSize, where);
@@ -632,7 +696,7 @@ void SnapshotReader::add_block_allocations() {
         fail(where, fmt::format("unknown block state '{}' (expected active_allocated, "
                                 "active_pending_free or inactive)",
                                 state.str().substr(0, 40)));
-      const AddressTable::Slot* seen = addresses_.find(addr);
+      const detail::AddressTable::Slot* seen = addresses_.find(addr);
       if (seen && seen->live) continue;  // allocated (or freed-pending) in the trace
       if (seen)
         fail(where, fmt::format("block at 0x{:x} is {} but the trace freed that address and never "
@@ -818,12 +882,12 @@ void SnapshotReader::check_allocations_in_segments(const Trace& trace) const {
 
 // The structured fields, not the recorded env var: they include runtime changes made with
 // _set_allocator_settings (§10). Fixed order so the same settings give the same string.
-void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) const {
-  const Value* settings = root.find("allocator_settings");
+void SnapshotReader::read_allocator_settings(const Value& root) {
+  const Value* settings = find(root, "allocator_settings");
   if (!settings) return;  // older snapshots: unknown, not default
   const Loc where{Loc::Settings};
   if (!settings->is_dict()) fail_type(Loc{Loc::Snapshot}, "allocator_settings", "a dict", *settings);
-  trace.allocator_conf_known = true;
+  allocator_conf_known_ = true;
   std::vector<std::string> items;
   auto mib = [&](const Value& v, std::string_view key) {
     std::uint64_t bytes = as_u64(v, key, where);
@@ -831,16 +895,17 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
     return bytes / MiB;
   };
 
-  if (const Value* v = settings->find("max_split_size")) {
+  if (const Value* v = find(*settings, "max_split_size")) {
     // SIZE_MAX (no limit) is stored as int64: -1.
     if (!(v->kind == Kind::Int && v->integer == -1) && !(v->kind == Kind::UInt))
       items.push_back(fmt::format("max_split_size_mb:{}", mib(*v, "max_split_size")));
   }
-  if (const Value* v = settings->find("roundup_power2_divisions")) {
+  if (const Value* v = find(*settings, "roundup_power2_divisions")) {
     if (v->is_dict()) {
       // Keys are interval lower bounds in MiB ("1".."32768"); list form covers every key.
       std::vector<std::pair<std::uint64_t, std::uint64_t>> slots;
       bool any = false;
+      budget_.charge(v->dict_size());
       for (std::uint32_t k = 0; k < v->dict_size(); ++k) {
         const Value& key = v->dict_key(k);
         std::uint64_t bound = 0;
@@ -875,7 +940,7 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
       fail_type(where, "roundup_power2_divisions", "a dict of interval -> divisions", *v);
     }
   }
-  if (const Value* v = settings->find("garbage_collection_threshold")) {
+  if (const Value* v = find(*settings, "garbage_collection_threshold")) {
     double t = 0;
     if (v->kind == Kind::Float)
       t = v->real;
@@ -885,34 +950,35 @@ void SnapshotReader::read_allocator_settings(const Value& root, Trace& trace) co
       fail_type(where, "garbage_collection_threshold", "a float", *v);
     if (t > 0) items.push_back(fmt::format("garbage_collection_threshold:{}", t));
   }
-  if (const Value* v = settings->find("expandable_segments")) {
+  if (const Value* v = find(*settings, "expandable_segments")) {
     if (v->kind != Kind::Bool) fail_type(where, "expandable_segments", "a bool", *v);
     if (v->boolean) items.emplace_back("expandable_segments:True");
   }
-  if (const Value* v = settings->find("max_non_split_rounding")) {
+  if (const Value* v = find(*settings, "max_non_split_rounding")) {
     std::uint64_t m = mib(*v, "max_non_split_rounding");
     if (m * MiB != kDefaultLargePage) items.push_back(fmt::format("max_non_split_rounding_mb:{}", m));
   }
-  if (const Value* v = settings->find("large_segment_size")) {
+  if (const Value* v = find(*settings, "large_segment_size")) {
     std::uint64_t m = mib(*v, "large_segment_size");
     if (m * MiB != kDefaultLargePage) items.push_back(fmt::format("large_segment_size_mb:{}", m));
   }
-  for (std::size_t i = 0; i < items.size(); ++i) trace.allocator_conf += (i ? "," : "") + items[i];
+  for (std::size_t i = 0; i < items.size(); ++i) allocator_conf_ += (i ? "," : "") + items[i];
+  // Expandable pages follow large_segment_size when the snapshot records it (§7.1).
+  if (const Value* v = find(*settings, "large_segment_size"); v && v->is_int())
+    large_page_ = as_u64(*v, "large_segment_size", where);
+  if (large_page_ == 0) large_page_ = kDefaultLargePage;
 }
 
-Trace SnapshotReader::read(const Value& root) {
+Trace SnapshotReader::read(const Value& root, int device_index) {
   check_root(root);
+  index(root);
+  reset_device();
   Trace trace;
   trace.name = file_stem(origin_);
   trace.source = "pytorch-snapshot";
-  read_allocator_settings(root, trace);
-  if (const Value* settings = root.find("allocator_settings")) {
-    // Expandable pages follow large_segment_size when the snapshot records it (§7.1).
-    if (const Value* v = settings->find("large_segment_size"); v && v->is_int())
-      large_page_ = as_u64(*v, "large_segment_size", Loc{Loc::Settings});
-    if (large_page_ == 0) large_page_ = kDefaultLargePage;
-  }
-  choose_device(root);
+  trace.allocator_conf_known = allocator_conf_known_;
+  trace.allocator_conf = allocator_conf_;
+  choose_device(device_index);
   const std::span<const Value> entries = device_entries_ ? device_entries_->items() : std::span<const Value>();
   trace.source_entries = entries.size();
   emit_events(entries, trace);
@@ -930,7 +996,7 @@ constexpr pickle::PickleOptions kSnapshotPickle{.skip_key = "frames"};
 
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options) {
   pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
-  Trace trace = SnapshotReader(origin, options).read(doc.root());
+  Trace trace = SnapshotReader(origin, bytes.size()).read(doc.root(), options.device_index);
   validate_trace(trace, origin);
   return trace;
 }
@@ -938,12 +1004,12 @@ Trace parse_snapshot(std::string_view bytes, std::string_view origin, const Trac
 std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
   pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
   std::vector<std::pair<int, Trace>> traces;
-  for (std::uint64_t device : SnapshotReader(origin, {}).devices_with_data(doc.root())) {
-    TraceReadOptions options;
-    options.device_index = static_cast<int>(device);
-    Trace trace = SnapshotReader(origin, options).read(doc.root());
+  SnapshotReader reader(origin, bytes.size());  // one reader, one walk budget, for every device
+  for (std::uint64_t device : reader.devices_with_data(doc.root())) {
+    const int index = static_cast<int>(device);  // at most kMaxDevice (index())
+    Trace trace = reader.read(doc.root(), index);
     validate_trace(trace, origin);
-    traces.emplace_back(options.device_index, std::move(trace));
+    traces.emplace_back(index, std::move(trace));
   }
   return traces;
 }

@@ -8,6 +8,7 @@
 #include <array>
 #include <unordered_set>
 
+#include "fraglab/seeded_hash.hpp"
 #include "trace/live_allocations.hpp"
 
 namespace fraglab {
@@ -59,7 +60,7 @@ TraceSummary summarize(const Trace& trace) {
   for (const InitialAllocation& a : trace.initial.allocations)
     if (live.add_initial(a.id, a.requested, a.free_requested)) current += a.requested;
   sum.peak_requested = current;
-  std::unordered_set<StreamId> streams;
+  std::unordered_set<StreamId, SeededHash> streams;  // seeded: streams come from the trace
   for (const Event& e : trace.events) {
     if (is_observed(e.op)) {
       ++sum.observed_events;

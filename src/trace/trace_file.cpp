@@ -11,6 +11,12 @@
 //    are each refused in one line naming the input (input_sniff.hpp says what they look like);
 //  - regular files are read in one piece of their size (the fast path); only streams (pipes,
 //    FIFOs, devices, stdin) are read in growing pieces and sniffed after their first bytes;
+//  - gzip input is sniffed as soon as its first inflated bytes come out (a bomb of zeros fails
+//    at once), and its inflated size is capped: beyond kInflateFloor, at most kMaxInflateRatio
+//    times the compressed size, and never beyond the memory budget (fraglab/memory_budget.hpp),
+//    so a small file cannot make us hold gigabytes;
+//  - running out of memory (std::bad_alloc, which --max-memory makes happen at the budget) while
+//    reading or parsing is an InputError naming the input and the budget;
 //  - the gzip we write has no timestamp or file name in its header, so the same trace gives the
 //    same bytes.
 #include <fmt/format.h>
@@ -20,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -44,17 +51,43 @@ bool is_gzip(std::string_view bytes) {
 // zlib counts in 32-bit uInt: feed and drain larger buffers in pieces of this size.
 constexpr std::size_t kZlibChunk = std::size_t{1} << 30;
 
-std::string gunzip(std::string_view in, const std::string& path) {
+// How much gzip input may inflate to. Real traces inflate 8-30 times (the shipped JSONL .gz 8-9x,
+// real snapshots 8-29x); a bomb inflates ~1000x (gzip's limit is 1032:1). Beyond the floor, text
+// may be at most kMaxInflateRatio times the compressed size, the ratio Apache POI's zip-bomb guard
+// uses by default, and never more than the memory budget.
+constexpr std::size_t kInflateFloor = std::size_t{256} << 20;
+constexpr std::size_t kMaxInflateRatio = 100;
+
+std::size_t inflate_limit(std::size_t compressed) {
+  const std::size_t by_ratio =
+      compressed > kZlibChunk * 1024 ? ~std::size_t{0} : std::max(kInflateFloor, compressed * kMaxInflateRatio);
+  return static_cast<std::size_t>(std::min<Bytes>({by_ratio, memory_budget(), ~std::size_t{0} - 1}));
+}
+
+[[noreturn]] void not_a_trace_error(const std::string& origin, const std::string& what, bool gzipped);
+
+// `in` inflated. as_trace: the first inflated bytes are sniffed (detail::not_a_trace_start) as
+// soon as there are enough of them, so an input that is no trace fails before it is inflated.
+std::string gunzip(std::string_view in, const std::string& path, bool as_trace) {
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 16) != Z_OK)  // 15 + 16: gzip wrapper only
     throw InputError(fmt::format("{}: cannot start gzip decompression", path));
+  const std::size_t limit = inflate_limit(in.size());
   std::string out;
-  out.resize(std::max<std::size_t>(in.size() * 4, 1 << 16));
   std::size_t in_pos = 0, out_pos = 0;
+  bool sniffed = !as_trace;
   auto fail = [&](std::string_view what) {
     inflateEnd(&zs);
     throw InputError(fmt::format("{}: {}", path, what));
   };
+  try {
+    // A first buffer of 4x the input (most traces inflate more, and grow it a few times), not
+    // beyond the limit (+1: the byte that shows the limit was passed).
+    out.resize(std::min(std::max<std::size_t>(in.size() * 4, 1 << 16), limit + 1));
+  } catch (const std::bad_alloc&) {
+    inflateEnd(&zs);
+    throw;
+  }
   for (;;) {
     if (zs.avail_in == 0 && in_pos < in.size()) {
       std::size_t n = std::min(in.size() - in_pos, kZlibChunk);
@@ -62,12 +95,35 @@ std::string gunzip(std::string_view in, const std::string& path) {
       zs.avail_in = static_cast<uInt>(n);
       in_pos += n;
     }
-    if (out_pos == out.size()) out.resize(out.size() * 2);
+    if (out_pos == out.size()) {
+      if (out_pos > limit)
+        fail(
+            fmt::format("gzip data of {} inflates to more than {}, the most it may ({} times its compressed size "
+                        "beyond {}, and within the memory budget of {} (--max-memory)); expected a gzip-compressed "
+                        "trace (real ones inflate 8-30 times)",
+                        format_bytes(in.size()), format_bytes(limit), kMaxInflateRatio, format_bytes(kInflateFloor),
+                        format_bytes(memory_budget())));
+      try {
+        out.resize(std::min(out.size() * 2, limit + 1));
+      } catch (const std::bad_alloc&) {
+        inflateEnd(&zs);
+        throw;
+      }
+    }
     std::size_t room = std::min(out.size() - out_pos, kZlibChunk);
+    // While not sniffed yet, inflate a little at a time: the first bytes decide.
+    if (!sniffed) room = std::min(room, detail::kSniffBytes - std::min(out_pos, detail::kSniffBytes - 1));
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + out_pos);
     zs.avail_out = static_cast<uInt>(room);
     int rc = inflate(&zs, Z_NO_FLUSH);
     out_pos += room - zs.avail_out;
+    if (!sniffed && out_pos >= detail::kSniffBytes) {
+      sniffed = true;
+      if (auto what = detail::not_a_trace_start(std::string_view(out.data(), out_pos))) {
+        inflateEnd(&zs);
+        not_a_trace_error(path, *what, true);
+      }
+    }
     if (rc == Z_STREAM_END) {
       std::size_t consumed = in_pos - zs.avail_in;
       if (consumed == in.size()) break;
@@ -85,6 +141,12 @@ std::string gunzip(std::string_view in, const std::string& path) {
   inflateEnd(&zs);
   out.resize(out_pos);
   return out;
+}
+
+// What a std::bad_alloc while reading `origin` becomes.
+[[noreturn]] void out_of_memory(const std::string& origin) {
+  throw InputError(fmt::format("{}: reading it needs more memory than the memory budget of {} allows (--max-memory)",
+                               origin, format_bytes(memory_budget())));
 }
 
 // A streambuf that gzip-compresses what is written to it into another stream, so write_jsonl
@@ -182,6 +244,7 @@ std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t
   std::string bytes;
   std::size_t len = 0;
   bool sniffed = regular || !as_trace;
+  if (regular) check_memory_estimate(size, origin);  // before holding it all
   try {
     bytes.resize(regular ? size + 1 : kStreamChunk);  // +1: the read that sees the end
     for (;;) {
@@ -257,9 +320,9 @@ std::string read_input(const std::string& path, bool as_trace) {
                     origin, detail::hex_prefix(bytes)));
   if (gzipped) {
     try {
-      bytes = gunzip(bytes, origin);
+      bytes = gunzip(bytes, origin, as_trace);
     } catch (const std::bad_alloc&) {
-      throw InputError(fmt::format("{}: decompressed, too large to hold in memory", origin));
+      out_of_memory(origin);
     }
   }
   if (as_trace) {
@@ -274,25 +337,33 @@ std::string read_file_bytes(const std::string& path) { return read_input(path, f
 
 Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   const std::string origin = origin_of(path);
-  std::string bytes = read_input(path, true);
-  Trace trace = is_pickle(bytes) ? parse_snapshot(bytes, origin, options) : parse_jsonl(bytes, origin);
-  if (trace.name.empty()) trace.name = trace_name(path);
-  return trace;
+  try {
+    std::string bytes = read_input(path, true);
+    Trace trace = is_pickle(bytes) ? parse_snapshot(bytes, origin, options) : parse_jsonl(bytes, origin);
+    if (trace.name.empty()) trace.name = trace_name(path);
+    return trace;
+  } catch (const std::bad_alloc&) {
+    out_of_memory(origin);
+  }
 }
 
 std::vector<std::pair<int, Trace>> read_trace_devices(const std::string& path) {
   const std::string origin = origin_of(path);
-  std::string bytes = read_input(path, true);
-  std::vector<std::pair<int, Trace>> traces;
-  if (is_pickle(bytes)) {
-    traces = parse_snapshot_devices(bytes, origin);
-  } else {
-    traces.emplace_back(0, parse_jsonl(bytes, origin));
+  try {
+    std::string bytes = read_input(path, true);
+    std::vector<std::pair<int, Trace>> traces;
+    if (is_pickle(bytes)) {
+      traces = parse_snapshot_devices(bytes, origin);
+    } else {
+      traces.emplace_back(0, parse_jsonl(bytes, origin));
+    }
+    for (auto& [device, trace] : traces) {
+      if (trace.name.empty()) trace.name = trace_name(path);
+    }
+    return traces;
+  } catch (const std::bad_alloc&) {
+    out_of_memory(origin);
   }
-  for (auto& [device, trace] : traces) {
-    if (trace.name.empty()) trace.name = trace_name(path);
-  }
-  return traces;
 }
 
 void write_jsonl_file(const Trace& trace, const std::string& path) {

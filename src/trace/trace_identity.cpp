@@ -5,6 +5,8 @@
 
 #include <unordered_map>
 
+#include "fraglab/seeded_hash.hpp"
+
 namespace fraglab {
 namespace {
 
@@ -33,7 +35,7 @@ constexpr std::uint64_t kUnknownOrdinal = ~std::uint64_t{0};
 std::string request_hash(const Trace& trace) {
   Fnv1a64 h;
   h.text("fraglab-requests-v1");
-  std::unordered_map<std::uint64_t, std::uint64_t> ordinal_of;  // live id -> ordinal
+  std::unordered_map<std::uint64_t, std::uint64_t, SeededHash> ordinal_of;  // live id -> ordinal
   std::uint64_t next = 0;
   for (const InitialAllocation& a : trace.initial.allocations) {
     h.byte('I');

@@ -1,0 +1,87 @@
+// AddressTable: every address a snapshot's alloc/free entries name, and what each holds while the
+// snapshot reader walks the trace forward (snapshot_reader.cpp).
+//
+// Invariants:
+//  - open addressing with linear probing, at most half full, never shrinks: an address once
+//    seen stays "touched";
+//  - slots are found through a hash seeded per process (fraglab/seeded_hash.hpp), so addresses
+//    chosen to collide probe as briefly as any others; nothing iterates the slots into a result,
+//    so the seed changes no output.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "fraglab/seeded_hash.hpp"
+#include "fraglab/types.hpp"
+
+namespace fraglab::detail {
+
+// Every address an alloc/free entry names, and what it holds while the trace is walked forward:
+// an open-addressing table (linear probing, never shrinks: an address once seen stays "touched"),
+// because std::unordered_map cost a node allocation per alloc on the ingest path.
+class AddressTable {
+ public:
+  struct Slot {
+    Addr addr = 0;
+    std::uint64_t ref = 0;  // deferred id reference of the allocation there (when live)
+    bool used = false;
+    bool live = false;
+  };
+
+  AddressTable() { slots_.resize(1024); }
+
+  // The slot of `addr`, added (not live) when new. Valid until the next get().
+  Slot& get(Addr addr) {
+    if (2 * (count_ + 1) > slots_.size()) rehash(2 * slots_.size());
+    Slot& s = slots_[probe(slots_, addr)];
+    if (!s.used) {
+      s.used = true;
+      s.addr = addr;
+      ++count_;
+    }
+    return s;
+  }
+  const Slot* find(Addr addr) const {
+    const Slot& s = slots_[probe(slots_, addr)];
+    return s.used ? &s : nullptr;
+  }
+
+  // The longest run of slots a lookup may walk (tests hold it small on adversarial addresses).
+  std::size_t longest_probe() const {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t longest = 0;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (!slots_[i].used) continue;
+      const auto home = static_cast<std::size_t>(seeded_hash(slots_[i].addr, seed_) >> 32) & mask;
+      longest = std::max(longest, ((i - home) & mask) + 1);
+    }
+    return longest;
+  }
+
+ private:
+  // Index of the slot holding `addr`, or of the empty slot where it would go.
+  std::size_t probe(const std::vector<Slot>& slots, Addr addr) const {
+    const std::size_t mask = slots.size() - 1;
+    const std::uint64_t seed = seed_;
+    // A seeded mix: Fibonacci hashing (a fixed multiplier) sent every multiple of its inverse
+    // to one slot, and a snapshot could name 100,000 such addresses (quadratic probing).
+    std::size_t i = static_cast<std::size_t>(seeded_hash(addr, seed) >> 32) & mask;
+    while (slots[i].used && slots[i].addr != addr) i = (i + 1) & mask;
+    return i;
+  }
+  void rehash(std::size_t size) {
+    std::vector<Slot> fresh(size);
+    for (const Slot& s : slots_)
+      if (s.used) fresh[probe(fresh, s.addr)] = s;
+    slots_.swap(fresh);
+  }
+
+  std::vector<Slot> slots_;  // size is a power of two, at most half full
+  std::uint64_t seed_ = hash_seed();
+  std::size_t count_ = 0;
+};
+
+}  // namespace fraglab::detail
