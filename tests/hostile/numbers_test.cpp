@@ -33,7 +33,8 @@ void expect_refused(const std::vector<std::string>& args, const std::vector<std:
   for (const std::string& a : args) command += (command.empty() ? "" : " ") + a.substr(0, 80);
   EXPECT_EQ(run.status, 2) << command << "\n" << run.err;
   EXPECT_TRUE(is_one_line(run.err)) << command << "\n" << run.err;
-  for (const std::string& needle : needles) EXPECT_NE(run.err.find(needle), std::string::npos) << needle << "\n" << run.err;
+  for (const std::string& needle : needles)
+    EXPECT_NE(run.err.find(needle), std::string::npos) << needle << "\n" << run.err;
   EXPECT_LT(run.max_rss_bytes, kRssBound + kSanitizerAllowance) << command;
   EXPECT_LT(run.cpu_seconds, kCpuBound * kSanitizerSlowdown) << command;
 }
@@ -57,8 +58,8 @@ std::vector<std::string> gen_args(const std::string& model, std::vector<std::str
 TEST(HostileNumbers, GenRefusesDimensionsAndSizesItsTraceCouldNotHold) {
   // fraglab's model JSON: hidden 10^12 (was: exit 0 and a trace the reader refused as "impossible
   // size"); max_positions 2^32 (was: sequence length 0, silently).
-  const std::string hidden =
-      write_file("hidden.json", R"({"family":"llama","layers":2,"hidden":1000000000000,"heads":8,"ffn":64,"vocab":100})");
+  const std::string hidden = write_file(
+      "hidden.json", R"({"family":"llama","layers":2,"hidden":1000000000000,"heads":8,"ffn":64,"vocab":100})");
   expect_refused(gen_args(hidden), {hidden + ":", "'hidden' = 1000000000000", "expected 0..1048576"});
   const std::string positions = write_file(
       "positions.json",
@@ -78,8 +79,9 @@ TEST(HostileNumbers, GenRefusesDimensionsAndSizesItsTraceCouldNotHold) {
   expect_refused(gen_args(wide, {"--micro-batch", "65536", "--seq-len", "100000"}),
                  {"the logits", "--micro-batch 65536", "--seq-len 100000", "vocab 16777216", "2^56"});
   // And the attention scores: 4 x 65536 x 8 heads x (10^6)^2.
-  const std::string heads = write_file(
-      "heads.json", R"({"family":"llama","layers":1,"hidden":64,"heads":8,"ffn":64,"vocab":64,"max_positions":1000000})");
+  const std::string heads =
+      write_file("heads.json",
+                 R"({"family":"llama","layers":1,"hidden":64,"heads":8,"ffn":64,"vocab":64,"max_positions":1000000})");
   expect_refused(gen_args(heads, {"--micro-batch", "65536", "--seq-len", "1000000"}),
                  {"the attention scores", "--micro-batch 65536", "heads 8", "--seq-len 1000000", "2^56"});
   // Command-line numbers: DeepSpeed element counts and the timing model's rates.
@@ -91,23 +93,30 @@ TEST(HostileNumbers, GenRefusesDimensionsAndSizesItsTraceCouldNotHold) {
 // Row 2: what gen would build is estimated before it is built.
 TEST(HostileNumbers, GenRefusesATraceTooLargeForTheMemoryBudgetBeforeBuildingIt) {
   const std::string deep = write_file(
-      "deep.json", R"({"family":"llama","layers":100000,"hidden":64,"heads":8,"ffn":64,"vocab":100,"max_positions":128})");
+      "deep.json",
+      R"({"family":"llama","layers":100000,"hidden":64,"heads":8,"ffn":64,"vocab":100,"max_positions":128})");
   // 10^5 layers x 5 steps: about 10^9 events, ~134 GiB by the estimate; above any budget with
   // --grad-accum 1024 as well (~5 x 10^16 bytes), so the second case holds on every machine.
   if (default_memory_budget() < (Bytes{134} << 30)) {
     expect_refused(gen_args(deep, {"--steps", "5"}), {"5 steps", "100000 blocks", "memory budget"});
   }
-  expect_refused(gen_args(deep, {"--steps", "5", "--grad-accum", "1024"}), {"5 steps", "100000 blocks", "memory budget"});
+  expect_refused(gen_args(deep, {"--steps", "5", "--grad-accum", "1024"}),
+                 {"5 steps", "100000 blocks", "memory budget"});
 }
 
 // Row 2: a grid of 10^9 settings is counted, not expanded.
 TEST(HostileNumbers, SweepRefusesAGridTooLargeToKeepItsResultsBeforeExpandingIt) {
-  std::string split = "max_split_size_mb=", rounding = "max_non_split_rounding_mb=", gc = "garbage_collection_threshold=";
+  std::string split = "max_split_size_mb=", rounding = "max_non_split_rounding_mb=",
+              gc = "garbage_collection_threshold=";
   for (int i = 0; i < 1000; ++i) {
     const char* comma = i == 0 ? "" : ",";
     split += comma + std::to_string(21 + i);
     rounding += comma + std::to_string(20 + i);
-    gc += std::string(comma) + "0." + std::string(i + 1 < 10 ? "000" : i + 1 < 100 ? "00" : i + 1 < 1000 ? "0" : "") +
+    gc += std::string(comma) + "0." +
+          std::string(i + 1 < 10     ? "000"
+                      : i + 1 < 100  ? "00"
+                      : i + 1 < 1000 ? "0"
+                                     : "") +
           std::to_string(i + 1);
   }
   expect_refused({"sweep", sample_trace(), "--grid", split, "--grid", rounding, "--grid", gc, "--no-progress"},
@@ -150,8 +159,8 @@ TEST(HostileNumbers, CheckRefusesBaselineNumbersOutOfRange) {
 // A results file of a small sweep of streams.jsonl, written by the built binary.
 std::string results_file(const std::string& name) {
   const std::string path = (dir() / name).string();
-  const MeasuredRun run = run_fraglab_measured({"sweep", sample_trace(), "--grid", "max_split_size_mb=none,64", "-o",
-                                                path, "--overwrite", "--no-progress"});
+  const MeasuredRun run = run_fraglab_measured(
+      {"sweep", sample_trace(), "--grid", "max_split_size_mb=none,64", "-o", path, "--overwrite", "--no-progress"});
   EXPECT_EQ(run.status, 0) << run.err;
   return path;
 }
@@ -160,15 +169,15 @@ TEST(HostileNumbers, MergeRefusesResultsNumbersOutOfRange) {
   const std::string jsonl = results_file("numbers.jsonl");
   const std::string text = read_text(jsonl);
   for (const std::string value : {"18446744073709551615", "-1", "9223372036854775808"}) {
-    write_text(jsonl, std::regex_replace(text, std::regex("\"num_device_alloc\":[0-9]+"), "\"num_device_alloc\":" + value,
-                                         std::regex_constants::format_first_only));
+    write_text(jsonl, std::regex_replace(text, std::regex("\"num_device_alloc\":[0-9]+"),
+                                         "\"num_device_alloc\":" + value, std::regex_constants::format_first_only));
     // The first row is line 2 (the metadata line is line 1).
     expect_refused({"merge", jsonl, "-o", (dir() / "merged.jsonl").string(), "--overwrite"},
                    {jsonl + ":2:", "num_device_alloc = " + value, "expected a count (an integer 0..2^63-1)"});
   }
   const std::string csv = (dir() / "numbers.csv").string();
-  const MeasuredRun sweep = run_fraglab_measured({"sweep", sample_trace(), "--grid", "max_split_size_mb=none,64", "-o",
-                                                  csv, "--overwrite", "--no-progress"});
+  const MeasuredRun sweep = run_fraglab_measured(
+      {"sweep", sample_trace(), "--grid", "max_split_size_mb=none,64", "-o", csv, "--overwrite", "--no-progress"});
   ASSERT_EQ(sweep.status, 0) << sweep.err;
   const std::string csv_text = read_text(csv);
   // The first data row (line 3, after the metadata and the header): its peak_reserved_bytes is
@@ -181,6 +190,25 @@ TEST(HostileNumbers, MergeRefusesResultsNumbersOutOfRange) {
                  {csv + ":3:", "num_device_free = '18446744073709551616'", "expected a count"});
 }
 
+// Row 2, merge's side: a results file whose metadata declares a 10^9-setting grid (was: the grid
+// expanded to check the shards' coverage, 18 GiB resident before the allocation failed).
+TEST(HostileNumbers, MergeRefusesAMetadataGridTooLargeForAnySweepBeforeExpandingIt) {
+  const std::string jsonl = results_file("huge-meta.jsonl");
+  std::string text = read_text(jsonl);
+  std::string axes;
+  for (const char* key : {"max_split_size_mb", "max_non_split_rounding_mb", "roundup_power2_divisions"}) {
+    std::string axis = std::string(key) + "=";
+    for (int i = 0; i < 1000; ++i) axis += (i == 0 ? "" : ",") + std::to_string(21 + i);
+    axes += (axes.empty() ? "\"" : ",\"") + axis + "\"";
+  }
+  text = std::regex_replace(text, std::regex("\"grid\":\\[[^\\]]*\\]"), "\"grid\":[" + axes + "]",
+                            std::regex_constants::format_first_only);
+  write_text(jsonl, text);
+  expect_refused(
+      {"merge", jsonl, "-o", (dir() / "merged.jsonl").string(), "--overwrite"},
+      {jsonl + ": the sweep metadata's grid: 1000000000 settings x 1 trace = 1000000000 runs", "memory budget"});
+}
+
 // Row 4: malformed JSON in a results file and a baseline (was: the library's exception text).
 TEST(HostileNumbers, MalformedJsonIsNamedByFileLineAndColumnWithoutTheLibrarysId) {
   const std::string jsonl = results_file("malformed.jsonl");
@@ -190,7 +218,8 @@ TEST(HostileNumbers, MalformedJsonIsNamedByFileLineAndColumnWithoutTheLibrarysId
   const std::string at = jsonl + ":" + std::to_string(line) + ":";
   expect_refused({"merge", jsonl, "-o", (dir() / "merged.jsonl").string(), "--overwrite"},
                  {at, "expected a results row", "got '{\"trace\": \"streams\", oops}'", "column 22"});
-  const MeasuredRun run = run_fraglab_measured({"merge", jsonl, "-o", (dir() / "merged.jsonl").string(), "--overwrite"});
+  const MeasuredRun run =
+      run_fraglab_measured({"merge", jsonl, "-o", (dir() / "merged.jsonl").string(), "--overwrite"});
   EXPECT_EQ(run.err.find("json.exception"), std::string::npos) << run.err;
 
   const std::string baseline = write_file("malformed.json", "{\"runs\": [\n  {\"policy\": \"pytorch\",}\n]}\n");
@@ -222,10 +251,12 @@ TEST(HostileNumbers, NonTraceInputsThatAreNoFileAreRefusedInOneLine) {
       {{"check", trace, "--baseline", "/dev/zero"}, "/dev/zero", "is a character device; expected the baseline"},
       {{"check", trace, "--baseline", "/dev/null"}, "/dev/null", "is a character device; expected the baseline"},
       {{"check", trace, "--baseline", fifo.string()}, fifo.string(), "the baseline is not valid JSON"},
-      {{"merge", folder.string(), "-o", merged, "--overwrite"}, folder.string(),
+      {{"merge", folder.string(), "-o", merged, "--overwrite"},
+       folder.string(),
        "is a directory; expected a sweep results file"},
       {{"sweep", trace, "--grid", "max_split_size_mb=none,64", "-o", folder.string(), "--resume", "--no-progress"},
-       folder.string(), "is a directory; expected a sweep results file"},
+       folder.string(),
+       "is a directory; expected a sweep results file"},
   };
   for (const Case& c : cases) expect_refused(c.args, {c.path + ":", c.what});
 
