@@ -91,6 +91,18 @@ struct CheckOutcome {
 };
 
 // Throws InputError when either document lacks the "runs" list (the caller names the file).
+// The largest byte count or count a results JSON may hold: what a signed 64-bit integer holds
+// (fraglab writes unsigned counts far below it; a larger one is corrupt, and past 2^64 a double cast
+// to an integer is undefined).
+inline constexpr std::uint64_t kMaxResultCount = (std::uint64_t{1} << 63) - 1;
+
+// Checks the numbers of a results JSON (a baseline or --results) before they are compared: every
+// run's gated metrics, the device's capacity_bytes / external_bytes and the trace's events must be
+// integers 0..kMaxResultCount (byte counts and counts) or numbers 0..1 (fractions). Throws
+// InputError "ORIGIN: runs[I] (policy 'P'): 'KEY' = VALUE: expected ..." on the first one that
+// is not. `origin` names the file.
+void check_results_numbers(const nlohmann::json& doc, std::string_view origin);
+
 CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,
                            const CheckOptions& options = {});
 // The metric's definition; nullptr for a key that is not gated.

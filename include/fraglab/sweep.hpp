@@ -58,8 +58,26 @@ struct Setting {
   std::vector<std::optional<std::string>> values;  // one per axis
   std::string spec;  // base_spec + ",key:value" for each non-none value, axes in grid order
 };
-// Every point, the first axis varying slowest.
+// Every point, the first axis varying slowest. Holds them all: for small grids and tests; a sweep
+// counts the grid (grid_size) and takes its points one at a time (grid_setting).
 std::vector<Setting> expand_grid(const SweepGrid& grid);
+
+// The number of points: the product of the axes' value counts (1 without axes). Throws InputError
+// naming the axes' counts when it does not fit 64 bits.
+std::uint64_t grid_size(const SweepGrid& grid);
+// Point `n` (0 <= n < grid_size) of expand_grid's order, decoded from n in mixed radix (the last
+// axis is the lowest digit): settings streamed one at a time instead of held all at once.
+Setting grid_setting(const SweepGrid& grid, std::uint64_t n);
+
+// What one run of a sweep costs to keep in memory until the ranking is printed: its results row
+// (held by the sweep, the results file's final copy and the ranking's sorted copies) and its job.
+std::uint64_t sweep_run_bytes(const SweepGrid& grid);
+// Refuses, up front, a sweep whose runs (grid points x traces, the shard's share of them) would
+// not fit the memory budget (fraglab/memory_budget.hpp): InputError "WHAT: N settings x T traces
+// = R runs ...: needs about X, more than the memory budget B". `what` names the grid ("--grid",
+// or a results file's metadata). Returns the number of runs.
+std::uint64_t check_sweep_size(const SweepGrid& grid, std::uint64_t traces, std::uint64_t shard_count,
+                               std::string_view what);
 
 // `--shard I/N`: run k (in trace-major grid order) belongs to shard k mod N. Round robin keeps
 // the shards balanced when neighbouring settings cost about the same.
@@ -238,6 +256,10 @@ struct SweepRunOptions {
 // time. The first exception thrown by a run or by on_done stops the hand-out of new jobs and is
 // rethrown once the workers have stopped.
 void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options,
+               const std::function<void(std::size_t, const ReplayResult&)>& on_done);
+// The same for `count` jobs made one at a time by job_at(i) as the workers take them (called
+// from worker threads, one call per job), so a large sweep never holds all its jobs.
+void run_sweep(std::size_t count, const std::function<SweepJob(std::size_t)>& job_at, const SweepRunOptions& options,
                const std::function<void(std::size_t, const ReplayResult&)>& on_done);
 
 // ---- the summary ------------------------------------------------------------------------------

@@ -53,6 +53,21 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// The accepted range of every model dimension, whichever file gives it (fraglab's model JSON or a
+// Hugging Face config.json): far above every released model, and small enough that the sizes the
+// generator computes from them cannot overflow 64 bits before check_sizes() compares them with
+// what a trace may hold. A value outside is refused naming the key, the value and the range.
+struct ModelLimits {
+  static constexpr std::uint64_t kLayers = 100'000;       // layers, encoder_layers, decoder_layers
+  static constexpr std::uint64_t kHidden = 1 << 20;       // hidden (d_model)
+  static constexpr std::uint64_t kHeads = 1 << 16;        // heads, kv_heads
+  static constexpr std::uint64_t kHeadDim = 1 << 16;      // head_dim
+  static constexpr std::uint64_t kFfn = 1 << 24;          // ffn
+  static constexpr std::uint64_t kVocab = 1 << 24;        // vocab
+  static constexpr std::uint64_t kPositions = 1'000'000;  // max_positions (= the longest --seq-len)
+  static constexpr std::uint64_t kRelativeBuckets = 100'000;
+};
+
 // gpt2-xl, t5-3b, llama2-7b, llama3-8b.
 std::vector<std::string> builtin_model_names();
 // Throws InputError naming the accepted names.
@@ -157,6 +172,19 @@ WorkloadOptions resolved_options(const WorkloadOptions& options);
 // Checks the options (ranges, combinations the model does not cover). Throws InputError naming
 // the option and what is accepted. generate_trace() calls it.
 void check_options(const WorkloadOptions& options);
+
+// The sizes the generator will compute for these (resolved) options, checked before it builds
+// anything: each tensor it may allocate (activations, attention scores, logits, embeddings, the
+// parameters with their gradients and optimizer state, DeepSpeed buckets) must stay below
+// kMaxTensorBytes, and the events it will build must fit the memory budget
+// (fraglab/memory_budget.hpp). Throws InputError naming the options and model fields the size
+// is the product of, their values and the limit. generate_trace() calls it.
+inline constexpr std::uint64_t kMaxTensorBytes = std::uint64_t{1} << 56;
+void check_sizes(const WorkloadOptions& resolved);
+
+// An upper bound on the events generate_trace() makes for these (resolved) options, for the
+// memory estimate of check_sizes().
+std::uint64_t estimated_events(const WorkloadOptions& resolved);
 
 // The per-rank allocation stream of `steps` training steps, with an "init" phase before step 1.
 // Marks: label "step" with the step number (1-based), label "phase" with "init", "zero_grad",

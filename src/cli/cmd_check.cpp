@@ -13,27 +13,39 @@
 #include "cli/device_choice.hpp"
 #include "fraglab/check.hpp"
 #include "fraglab/check_report.hpp"
+#include "fraglab/input_file.hpp"
+#include "fraglab/memory_budget.hpp"
 #include "fraglab/run_replay.hpp"
 
 namespace fraglab::cli {
 namespace {
 
 nlohmann::json read_json(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(fmt::format("{}: cannot read the {}{}", path, what,
-                                 std::string(what) == "baseline" ? " (record one with --update-baseline)" : ""));
+  const bool is_baseline = std::string(what) == "baseline";
+  const std::string expected = fmt::format("the {} as a results JSON (fraglab replay --json{})", what,
+                                           is_baseline ? ", check --update-baseline" : "");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw InputError(
+        fmt::format("{}: cannot read the {}{}", path, what, is_baseline ? " (record one with --update-baseline)" : ""));
   }
+  // The parsed document takes many times the text's size: the text may use a fraction of the budget.
+  const std::string text = read_input_file(path, expected, memory_budget() / kJsonDomExpansion);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    const JsonErrorAt error = locate_json_error(text, e.byte, e.what());
+    throw InputError(fmt::format("{}:{}:{}: the {} is not valid JSON ({}); expected {}", path, error.line, error.column,
+                                 what, error.what, expected));
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: the {} is not valid JSON ({})", path, what, e.what()));
+    throw InputError(fmt::format("{}: the {} is not valid JSON; expected {}", path, what, expected));
   }
   if (!j.is_object() || !j.contains("runs") || !j["runs"].is_array()) {
     throw InputError(fmt::format("{}: the {} has no \"runs\" list (expected the results JSON of fraglab replay --json)",
                                  path, what));
   }
+  check_results_numbers(j, path);
   return j;
 }
 

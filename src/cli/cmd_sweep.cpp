@@ -149,11 +149,14 @@ int cmd_sweep(int argc, char** argv) {
   SweepGrid grid;
   grid.base_spec = base_spec;
   for (const std::string& arg : grid_args) grid.axes.push_back(parse_grid_axis(arg));
+  const Shard shard = vm.count("shard") ? parse_shard(shard_text) : Shard{};
+  // Counted before anything is expanded or tried: a grid too large to keep its results refused
+  // at once, naming its size (validate_grid tries every setting).
+  check_sweep_size(grid, trace_paths.size(), shard.count, "--grid");
   validate_grid(grid);
   const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
   choose_device(device_option);
   check_start_state_option(start_option);
-  const Shard shard = vm.count("shard") ? parse_shard(shard_text) : Shard{};
   const bool resume = vm.count("resume") > 0;
   if (resume && output.empty()) throw InputError("--resume needs -o FILE (the results file to continue)");
   if (!output.empty()) {
@@ -164,25 +167,35 @@ int cmd_sweep(int argc, char** argv) {
       throw InputError(fmt::format("{}: already exists (--resume continues it, --overwrite replaces it)", output));
     }
   }
-  const std::vector<Setting> settings = expand_grid(grid);
+  // The settings are streamed: setting n is decoded from n when it is needed, never all held.
+  const std::uint64_t setting_count = grid_size(grid);
+  const auto setting_at = [&grid](std::uint64_t n) { return grid_setting(grid, n); };
+  const auto spec_at = [&grid](std::uint64_t n) { return grid_setting(grid, n).spec; };
   std::vector<std::string> knob_keys;
   for (const GridAxis& axis : grid.axes) knob_keys.push_back(axis.key);
 
   const TraceReadOptions read_options{.device_index = device_index};
   const std::vector<Trace> traces = read_traces(trace_paths, read_options, threads);
   // One start state per trace for all of its settings (README "What-if answers on a snapshot").
-  std::vector<std::string> all_specs;
-  all_specs.reserve(settings.size());
-  for (const Setting& s : settings) all_specs.push_back(s.spec);
   std::vector<StartState> start_states;
   start_states.reserve(traces.size());
-  for (const Trace& trace : traces) start_states.push_back(choose_start_state(start_option, trace, all_specs));
+  for (const Trace& trace : traces) {
+    // choose_start_state asks whether every spec is the recorded settings: one spec that is not
+    // (or, when all are, any one) gives the same answer as the whole grid, without holding it.
+    std::vector<std::string> representative{spec_at(0)};
+    if (const std::optional<std::string> recorded = recorded_spec(trace)) {
+      for (std::uint64_t n = 0; n < setting_count; ++n) {
+        if (std::string spec = spec_at(n); !same_policy(spec, *recorded)) {
+          representative = {std::move(spec)};
+          break;
+        }
+      }
+    }
+    start_states.push_back(choose_start_state(start_option, trace, representative));
+  }
   // Each trace's device; the device column of its rows is the spec it ran on, so a capacity
   // taken from a recorded oom shows there ("sim:264241152B") and here, where its source is known.
   std::vector<DeviceChoice> devices;
-  std::vector<std::string> setting_specs;
-  setting_specs.reserve(settings.size());
-  for (const Setting& s : settings) setting_specs.push_back(s.spec);
   for (const Trace& trace : traces) {
     devices.push_back(choose_device(device_option, trace));
     const DeviceChoice& d = devices.back();
@@ -196,7 +209,8 @@ int cmd_sweep(int argc, char** argv) {
   // Once for the sweep: on an assumed capacity if any trace has one (it is the same for all).
   const auto assumed = std::find_if(devices.begin(), devices.end(), [](const DeviceChoice& d) { return d.assumed(); });
   if (!devices.empty()) {
-    warn_capacity_options(assumed != devices.end() ? *assumed : devices.front(), setting_specs, std::cerr);
+    CapacityWarnings warnings(assumed != devices.end() ? *assumed : devices.front(), std::cerr);
+    for (std::uint64_t n = 0; n < setting_count; ++n) warnings.check(spec_at(n));
   }
   SweepRunOptions run_options;
   run_options.threads = threads;
@@ -222,8 +236,8 @@ int cmd_sweep(int argc, char** argv) {
     const std::optional<std::string> recorded = recorded_spec(traces[t]);
     if (!recorded) continue;
     context.recorded_spec = *recorded;
-    const bool in_grid =
-        std::any_of(settings.begin(), settings.end(), [&](const Setting& s) { return same_policy(s.spec, *recorded); });
+    bool in_grid = false;
+    for (std::uint64_t n = 0; n < setting_count && !in_grid; ++n) in_grid = same_policy(spec_at(n), *recorded);
     if (in_grid) continue;
     std::vector<SweepJob> extra{{&traces[t], *recorded, start_states[t], devices[t].device}};
     SweepRunOptions one = run_options;
@@ -260,16 +274,16 @@ int cmd_sweep(int argc, char** argv) {
   // Runs in trace-major grid order; the shard takes every N-th one.
   struct Pending {
     std::size_t trace;
-    std::size_t setting;
+    std::uint64_t setting;
   };
   std::vector<Pending> pending;
   std::vector<SweepRow> rows;  // this sweep's results: from the file (resume) and new
   std::size_t in_shard = 0;
   for (std::size_t t = 0; t < traces.size(); ++t) {
-    for (std::size_t s = 0; s < settings.size(); ++s) {
-      if (!shard.contains(t * settings.size() + s)) continue;
+    for (std::uint64_t s = 0; s < setting_count; ++s) {
+      if (!shard.contains(t * setting_count + s)) continue;
       ++in_shard;
-      const auto it = done.find(row_key(traces[t].name, devices[t].spec(), settings[s].spec));
+      const auto it = done.find(row_key(traces[t].name, devices[t].spec(), spec_at(s)));
       if (it == done.end())
         pending.push_back({t, s});
       else
@@ -277,23 +291,23 @@ int cmd_sweep(int argc, char** argv) {
     }
   }
   std::cerr << fmt::format("sweep: {} trace{} x {} setting{} = {} runs", traces.size(), traces.size() == 1 ? "" : "s",
-                           settings.size(), settings.size() == 1 ? "" : "s", traces.size() * settings.size());
+                           setting_count, setting_count == 1 ? "" : "s", traces.size() * setting_count);
   if (shard.count > 1) std::cerr << fmt::format("; shard {}/{}: {} runs", shard.index, shard.count, in_shard);
   if (resume) std::cerr << fmt::format("; {} already in {}", in_shard - pending.size(), output);
   const std::size_t workers = std::max<std::size_t>(1, std::min<std::size_t>(threads, pending.size()));
   std::cerr << fmt::format("; running {} on {} thread{}\n", pending.size(), workers, workers == 1 ? "" : "s");
 
-  std::vector<SweepJob> jobs;
-  jobs.reserve(pending.size());
-  for (const Pending& p : pending) {
-    jobs.push_back({&traces[p.trace], settings[p.setting].spec, start_states[p.trace], devices[p.trace].device});
-  }
-  ProgressPrinter progress(jobs.size(), vm.count("no-progress") == 0);
+  // Jobs are made as the workers take them: a job's spec is decoded from its setting's index.
+  const auto job_at = [&](std::size_t i) {
+    const Pending& p = pending[i];
+    return SweepJob{&traces[p.trace], spec_at(p.setting), start_states[p.trace], devices[p.trace].device};
+  };
+  ProgressPrinter progress(pending.size(), vm.count("no-progress") == 0);
   std::size_t finished = 0;
-  run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
+  run_sweep(pending.size(), job_at, run_options, [&](std::size_t i, const ReplayResult& result) {
     keep_violations(traces[pending[i].trace], result);
     rows.push_back(make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec(),
-                            settings[pending[i].setting], result));
+                            setting_at(pending[i].setting), result));
     if (stream) stream->append(rows.back());
     progress.update(++finished);
   });

@@ -67,23 +67,25 @@ std::vector<std::string> capacity_options(const std::string& spec) {
 }
 
 void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err) {
-  std::set<std::string> warned;
-  for (const std::string& spec : specs) {
-    const std::vector<std::string> acting = capacity_options(spec);
-    if (spec.find("garbage_collection_threshold") != std::string::npos &&
-        std::find(acting.begin(), acting.end(), "garbage_collection_threshold") == acting.end() &&
-        warned.insert("inert gc").second) {
-      err << "warning: garbage_collection_threshold does nothing without per_process_memory_fraction: PyTorch "
-             "collects cached blocks only under a memory fraction\n";
-    }
-    if (!choice.assumed()) continue;
-    for (const std::string& option : acting) {
-      if (!warned.insert(option).second) continue;
-      err << fmt::format(
-          "warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
-          "sim:<your GPU's memory> (assumed {})\n",
-          option, format_bytes(choice.capacity()));
-    }
+  CapacityWarnings warnings(choice, err);
+  for (const std::string& spec : specs) warnings.check(spec);
+}
+
+void CapacityWarnings::check(const std::string& spec) {
+  const std::vector<std::string> acting = capacity_options(spec);
+  if (spec.find("garbage_collection_threshold") != std::string::npos &&
+      std::find(acting.begin(), acting.end(), "garbage_collection_threshold") == acting.end() &&
+      warned_.insert("inert gc").second) {
+    err_ << "warning: garbage_collection_threshold does nothing without per_process_memory_fraction: PyTorch "
+            "collects cached blocks only under a memory fraction\n";
+  }
+  if (!choice_.assumed()) return;
+  for (const std::string& option : acting) {
+    if (!warned_.insert(option).second) continue;
+    err_ << fmt::format(
+        "warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
+        "sim:<your GPU's memory> (assumed {})\n",
+        option, format_bytes(choice_.capacity()));
   }
 }
 

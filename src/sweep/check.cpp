@@ -107,7 +107,73 @@ void compare_traces(const nlohmann::json& baseline, const nlohmann::json& curren
   }
 }
 
+// The gated metrics that are fractions (0..1); the others are byte counts or counts.
+bool is_fraction(std::string_view key) { return key == "fragmentation_at_peak" || key == "peak_utilization"; }
+
+// Why `v` is no count 0..kMaxResultCount (an integer; JSON floats only when integral and exact),
+// or nullopt when it is one.
+std::optional<std::string> not_a_count(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() <= kMaxResultCount) return std::nullopt;
+    return std::string("out of range");
+  }
+  if (v.is_number_integer()) return std::string(v.get<std::int64_t>() < 0 ? "negative" : "out of range");
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d < 0) return std::string(d < 0 ? "negative" : "not finite");
+    if (d != std::floor(d)) return std::string("not an integer");
+    // Integral doubles are exact up to 2^53; above, the JSON text was not the integer it shows.
+    if (d > 9007199254740992.0) return std::string("out of range");
+    return std::nullopt;
+  }
+  return std::string("not a number");
+}
+
 }  // namespace
+
+void check_results_numbers(const nlohmann::json& doc, std::string_view origin) {
+  const auto count_error = [&](const std::string& where, const std::string& key, const nlohmann::json& v,
+                               const std::string& why, bool bytes) {
+    return InputError(fmt::format("{}: {}'{}' = {}: {}; expected {} (an integer 0..2^63-1)", origin, where, key,
+                                  v.dump(), why, bytes ? "a byte count" : "a count"));
+  };
+  if (doc.is_object() && doc.contains("device") && doc["device"].is_object()) {
+    for (const char* key : {"capacity_bytes", "external_bytes"}) {
+      const auto it = doc["device"].find(key);
+      if (it == doc["device"].end()) continue;
+      if (auto why = not_a_count(*it)) throw count_error("device: ", key, *it, *why, true);
+    }
+  }
+  if (doc.is_object() && doc.contains("trace") && doc["trace"].is_object()) {
+    const auto it = doc["trace"].find("events");
+    if (it != doc["trace"].end()) {
+      if (auto why = not_a_count(*it)) throw count_error("trace: ", "events", *it, *why, false);
+    }
+  }
+  if (!doc.is_object() || !doc.contains("runs") || !doc["runs"].is_array()) return;
+  std::size_t index = 0;
+  for (const auto& run : doc["runs"]) {
+    const std::string policy = run.is_object() && run.contains("policy") && run["policy"].is_string()
+                                   ? run["policy"].get<std::string>()
+                                   : std::string("?");
+    const std::string where = fmt::format("runs[{}] (policy '{}'): ", index++, policy);
+    if (!run.is_object()) throw InputError(fmt::format("{}: {}expected an object", origin, where));
+    for (const CheckedMetric& m : checked_metrics()) {
+      const auto it = run.find(m.key);
+      if (it == run.end()) continue;  // check_results says which run lacks which number
+      if (is_fraction(m.key)) {
+        const bool ok =
+            it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0 && it->get<double>() <= 1;
+        if (!ok) {
+          throw InputError(
+              fmt::format("{}: {}'{}' = {}: expected a fraction (a number 0..1)", origin, where, m.key, it->dump()));
+        }
+      } else if (auto why = not_a_count(*it)) {
+        throw count_error(where, m.key, *it, *why, m.bytes);
+      }
+    }
+  }
+}
 
 const std::vector<CheckedMetric>& checked_metrics() {
   static const std::vector<CheckedMetric> metrics = {

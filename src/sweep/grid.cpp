@@ -10,6 +10,7 @@
 #include <charconv>
 #include <set>
 
+#include "fraglab/memory_budget.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/sweep.hpp"
@@ -118,7 +119,9 @@ void validate_grid(const SweepGrid& grid) {
   }
   // Values that are fine alone can clash together (e.g. expandable_segments on a version that
   // lacks it): try every combination now rather than fail in the middle of a sweep.
-  for (const Setting& setting : expand_grid(grid)) {
+  const std::uint64_t settings = grid_size(grid);
+  for (std::uint64_t n = 0; n < settings; ++n) {
+    const Setting setting = grid_setting(grid, n);
     try {
       try_spec(setting.spec);
     } catch (const InputError& e) {
@@ -128,26 +131,74 @@ void validate_grid(const SweepGrid& grid) {
 }
 
 std::vector<Setting> expand_grid(const SweepGrid& grid) {
+  const std::uint64_t n = grid_size(grid);
+  check_memory_estimate(n * sweep_run_bytes(grid) / 4, "--grid: every setting of the grid");
   std::vector<Setting> settings;
-  std::vector<size_t> digit(grid.axes.size(), 0);  // an odometer over the axes, last axis fastest
-  for (;;) {
-    Setting s;
-    s.spec = grid.base_spec;
-    for (size_t a = 0; a < grid.axes.size(); ++a) {
-      const auto& value = grid.axes[a].values.at(digit[a]);
-      s.values.push_back(value);
-      if (value) s.spec = with_option(s.spec, grid.axes[a].key, *value);
+  settings.reserve(static_cast<std::size_t>(n));
+  for (std::uint64_t i = 0; i < n; ++i) settings.push_back(grid_setting(grid, i));
+  return settings;
+}
+
+std::uint64_t grid_size(const SweepGrid& grid) {
+  std::uint64_t n = 1;
+  for (const GridAxis& axis : grid.axes) {
+    if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(axis.values.size()), &n)) {
+      std::string counts;
+      for (const GridAxis& a : grid.axes)
+        counts += fmt::format("{}{} {}", counts.empty() ? "" : " x ", a.values.size(), a.key);
+      throw InputError(fmt::format("--grid: {} settings is more than 2^64", counts));
     }
-    settings.push_back(std::move(s));
-    size_t a = grid.axes.size();
-    while (a > 0) {
-      --a;
-      if (++digit[a] < grid.axes[a].values.size()) break;
-      digit[a] = 0;
-      if (a == 0) return settings;
-    }
-    if (grid.axes.empty()) return settings;
   }
+  return n;
+}
+
+Setting grid_setting(const SweepGrid& grid, std::uint64_t n) {
+  Setting s;
+  s.values.resize(grid.axes.size());
+  for (std::size_t a = grid.axes.size(); a-- > 0;) {
+    const std::uint64_t radix = grid.axes[a].values.size();
+    s.values[a] = grid.axes[a].values.at(static_cast<std::size_t>(n % radix));
+    n /= radix;
+  }
+  s.spec = grid.base_spec;
+  for (std::size_t a = 0; a < grid.axes.size(); ++a) {
+    if (s.values[a]) s.spec = with_option(s.spec, grid.axes[a].key, *s.values[a]);
+  }
+  return s;
+}
+
+std::uint64_t sweep_run_bytes(const SweepGrid& grid) {
+  // The longest spec and knob values a row of this grid holds (each string's heap part; short
+  // ones fit in the string itself, counted by sizeof).
+  std::uint64_t spec = grid.base_spec.size() + 1, knobs = 0;
+  for (const GridAxis& axis : grid.axes) {
+    std::uint64_t longest = 0;
+    for (const auto& value : axis.values) longest = std::max<std::uint64_t>(longest, value ? value->size() + 1 : 0);
+    spec += axis.key.size() + 2 + longest;
+    knobs += sizeof(std::optional<std::string>) + longest;
+  }
+  // A row: its strings (trace and device names are short: 64 bytes for both), knobs and metrics.
+  const std::uint64_t row = sizeof(SweepRow) + spec + knobs + 64;
+  // The sweep's rows, the results file's final list, the sorted copies the file and the ranking
+  // make (4 rows), the job with its spec, the pending index and the resume map's share.
+  return 4 * row + sizeof(SweepJob) + spec + 64;
+}
+
+std::uint64_t check_sweep_size(const SweepGrid& grid, std::uint64_t traces, std::uint64_t shard_count,
+                               std::string_view what) {
+  const std::uint64_t settings = grid_size(grid);
+  std::uint64_t runs = 0;
+  const bool overflow = __builtin_mul_overflow(settings, traces, &runs);
+  const std::uint64_t kept = overflow ? 0 : runs / std::max<std::uint64_t>(shard_count, 1) + 1;
+  std::uint64_t bytes = 0;
+  const std::string description =
+      fmt::format("{}: {} setting{} x {} trace{} = {} runs{}, each kept as a results row for the ranking", what,
+                  settings, settings == 1 ? "" : "s", traces, traces == 1 ? "" : "s",
+                  overflow ? std::string("more than 2^64") : fmt::format("{}", runs),
+                  shard_count > 1 ? fmt::format(" ({} in a shard of {})", kept, shard_count) : std::string());
+  if (overflow || __builtin_mul_overflow(kept, sweep_run_bytes(grid), &bytes)) bytes = ~std::uint64_t{0};
+  check_memory_estimate(bytes, description);
+  return runs;
 }
 
 Shard parse_shard(std::string_view text) {

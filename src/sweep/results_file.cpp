@@ -10,9 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <utility>
 
+#include "fraglab/input_file.hpp"
+#include "fraglab/memory_budget.hpp"
 #include "results_lines.hpp"
 
 namespace fraglab {
@@ -55,11 +56,10 @@ ResultsTable read_results(const std::string& path, std::size_t* partial_tail) {
   if (partial_tail != nullptr) *partial_tail = 0;
   std::error_code ec;
   if (!fs::exists(path, ec)) return table;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  // Rows in memory take a few times their text (strings of trace, device, spec and knobs): the
+  // text may use a fraction of the budget.
+  const std::string text =
+      read_input_file(path, "a sweep results file (.csv or .jsonl, as fraglab sweep -o writes)", memory_budget() / 8);
   const size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
   if (partial_tail != nullptr) *partial_tail = text.size() - complete;
 

@@ -8,9 +8,12 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "fraglab/check.hpp"
+#include "fraglab/input_file.hpp"
 #include "results_lines.hpp"
 
 namespace fraglab {
@@ -72,23 +75,41 @@ std::vector<std::string> split_csv(std::string_view line, const LineOrigin& at) 
   return fields;
 }
 
+// What a count column accepts (the bound of check.hpp, shared with baselines).
+std::string expected_count(const char* column) {
+  return fmt::format("expected {} (an integer 0..2^63-1)",
+                     std::string_view(column).ends_with("_bytes") ? "a byte count" : "a count");
+}
+
 std::uint64_t parse_count(std::string_view text, const char* column, const LineOrigin& at) {
   std::uint64_t value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size()) {
-    throw InputError(fmt::format("{}: {} = '{}': expected a non-negative integer", at, column, text));
+  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() || value > kMaxResultCount) {
+    throw InputError(fmt::format("{}: {} = '{}': {}", at, column, text, expected_count(column)));
   }
   return value;
 }
+
+// Fractions (fragmentation_at_peak, peak_utilization) are 0..1; nan, inf and the rest are corrupt.
+bool is_fraction(double value) { return std::isfinite(value) && value >= 0 && value <= 1; }
 
 double parse_ratio(std::string_view text, const char* column, const LineOrigin& at) {
   const std::string s(text);
   char* end = nullptr;
   const double value = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size()) {
-    throw InputError(fmt::format("{}: {} = '{}': expected a number", at, column, text));
+  if (s.empty() || end != s.c_str() + s.size() || !is_fraction(value)) {
+    throw InputError(fmt::format("{}: {} = '{}': expected a fraction (a number 0..1)", at, column, text));
   }
   return value;
+}
+
+// A short, one-line view of a JSON value or text for messages.
+std::string shown(std::string_view text) {
+  std::string out(text.substr(0, 60));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  return text.size() > 60 ? out + "..." : out;
 }
 
 }  // namespace
@@ -182,13 +203,19 @@ SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_k
                          const LineOrigin& at) {
   // Checked field by field (no library exception text): each message names the file, the line
   // and the field, and says what was expected.
-  const auto j = nlohmann::ordered_json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    throw InputError(
-        fmt::format("{}: not a JSON object (expected a results row: trace, device, spec, knobs and the "
-                    "metrics)",
-                    at));
+  constexpr std::string_view kExpected =
+      "expected a results row (a JSON object with trace, device, spec, knobs and the metrics)";
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    const JsonErrorAt error = locate_json_error(line, e.byte, e.what());
+    throw InputError(fmt::format("{}: {}; got '{}' (not valid JSON at column {}: {})", at, kExpected, shown(line),
+                                 error.column, error.what));
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(fmt::format("{}: {}; got '{}' (not valid JSON)", at, kExpected, shown(line)));
   }
+  if (!j.is_object()) throw InputError(fmt::format("{}: {}; got {} '{}'", at, kExpected, j.type_name(), shown(line)));
   auto text = [&](const char* key) {
     if (!j.contains(key)) throw InputError(fmt::format("{}: the row has no '{}'", at, key));
     if (!j[key].is_string()) throw InputError(fmt::format("{}: '{}' = {}: expected a string", at, key, j[key].dump()));
@@ -222,11 +249,12 @@ SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_k
     if (!j.contains(c.name)) throw InputError(fmt::format("{}: the row has no '{}'", at, c.name));
     const auto& v = j[c.name];
     if (c.is_double) {
-      if (!v.is_number()) throw InputError(fmt::format("{}: {} = {}: expected a number", at, c.name, v.dump()));
+      if (!v.is_number() || !is_fraction(v.get<double>()))
+        throw InputError(fmt::format("{}: {} = {}: expected a fraction (a number 0..1)", at, c.name, v.dump()));
       row.metrics.*c.ratio = v.get<double>();
     } else {
-      if (!v.is_number_unsigned()) {
-        throw InputError(fmt::format("{}: {} = {}: expected a non-negative integer", at, c.name, v.dump()));
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > kMaxResultCount) {
+        throw InputError(fmt::format("{}: {} = {}: {}", at, c.name, v.dump(), expected_count(c.name)));
       }
       row.metrics.*c.count = v.get<std::uint64_t>();
     }

@@ -16,6 +16,12 @@ namespace fraglab {
 
 void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options,
                const std::function<void(std::size_t, const ReplayResult&)>& on_done) {
+  run_sweep(
+      jobs.size(), [&jobs](std::size_t i) { return jobs[i]; }, options, on_done);
+}
+
+void run_sweep(std::size_t count, const std::function<SweepJob(std::size_t)>& job_at, const SweepRunOptions& options,
+               const std::function<void(std::size_t, const ReplayResult&)>& on_done) {
   std::atomic<std::size_t> next{0};
   std::atomic<bool> stop{false};
   std::mutex mutex;  // guards on_done and error
@@ -26,9 +32,9 @@ void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options
   auto worker = [&] {
     while (!stop.load(std::memory_order_relaxed)) {
       const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= jobs.size()) return;
+      if (i >= count) return;
       try {
-        const SweepJob& job = jobs[i];
+        const SweepJob job = job_at(i);
         ReplayOptions replay = options.replay;
         replay.start_state = job.start_state;
         const ReplayResult result = run_replay(*job.trace, job.spec, job.device ? *job.device : options.device, replay,
@@ -43,7 +49,7 @@ void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options
     }
   };
 
-  const std::size_t threads = std::max<std::size_t>(1, std::min<std::size_t>(options.threads, jobs.size()));
+  const std::size_t threads = std::max<std::size_t>(1, std::min<std::size_t>(options.threads, count));
   if (threads == 1) {
     worker();
   } else {

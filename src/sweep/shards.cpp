@@ -80,8 +80,12 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
   }
 
   // The shards given cover the grid: run k (trace-major grid order) belongs to shard k mod N.
-  const std::vector<Setting> settings = expand_grid(meta_grid(meta));
-  const std::size_t runs = meta.traces.size() * settings.size();
+  // The metadata's grid is counted first: one too large for a sweep to have run within the memory
+  // budget is refused, naming the file, before a run of it is listed. Specs are decoded on demand.
+  const SweepGrid grid = meta_grid(meta);
+  const std::size_t runs =
+      check_sweep_size(grid, meta.traces.size(), 1, fmt::format("{}: the sweep metadata's grid", first->first));
+  const std::uint64_t setting_count = grid_size(grid);
   std::vector<const std::pair<std::string, std::optional<SweepMeta>>*> owner(runs, nullptr);
   std::size_t uncovered = 0;
   for (std::size_t k = 0; k < runs; ++k) {
@@ -119,8 +123,8 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
   std::map<std::string, std::pair<std::size_t, std::string>> lacking;  // file -> count, first missing run
   for (std::size_t k = 0; k < runs; ++k) {
     if (owner[k] == nullptr) continue;
-    const TraceIdentity& trace = meta.traces[k / settings.size()];
-    const std::string& spec = settings[k % settings.size()].spec;
+    const TraceIdentity& trace = meta.traces[k / setting_count];
+    const std::string spec = grid_setting(grid, k % setting_count).spec;
     if (have.count(row_key(trace.name, "", spec)) != 0) continue;
     auto& entry = lacking[owner[k]->first];
     if (entry.first++ == 0) entry.second = fmt::format("trace {}, spec {}", trace.name, spec);

@@ -37,6 +37,7 @@ WorkloadOptions resolved_options(const WorkloadOptions& options) {
 Trace generate_trace(const WorkloadOptions& options) {
   check_options(options);
   const WorkloadOptions o = resolved_options(options);
+  check_sizes(o);  // before anything is built: every size and the events' memory
   const workload::ModelLayout layout = workload::build_layout(o.model);
 
   Trace trace;

@@ -39,26 +39,25 @@ class HfReader {
   HfReader(const nlohmann::json& j, std::string_view origin, std::string_view arch)
       : j_(j), origin_(origin), arch_(arch) {}
 
-  // The first of `keys` present (null counts as absent, as HF's n_inner: null does).
-  std::optional<std::uint64_t> find(std::initializer_list<std::string_view> keys) const {
+  // The first of `keys` present (null counts as absent, as HF's n_inner: null does), at most
+  // `max` (ModelLimits): a larger value is refused naming the key.
+  std::optional<std::uint64_t> find(std::initializer_list<std::string_view> keys, std::uint64_t max) const {
     for (std::string_view key : keys) {
       const auto it = j_.find(std::string(key));
       if (it == j_.end() || it->is_null()) continue;
       if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<std::int64_t>() >= 0))
         throw InputError(fmt::format("{}: '{}' must be a non-negative integer", origin_, key));
-      return it->get<std::uint64_t>();
+      const std::uint64_t v = it->get<std::uint64_t>();
+      if (v > max) throw InputError(fmt::format("{}: '{}' = {}: expected 0..{}", origin_, key, v, max));
+      return v;
     }
     return std::nullopt;
   }
-  std::uint64_t need(std::initializer_list<std::string_view> keys) const {
-    if (auto v = find(keys)) return *v;
+  std::uint64_t need(std::initializer_list<std::string_view> keys, std::uint64_t max) const {
+    if (auto v = find(keys, max)) return *v;
     std::string names;
     for (std::string_view key : keys) names += (names.empty() ? "'" : "' or '") + std::string(key);
     throw InputError(fmt::format("{}: {} config has no {}'", origin_, arch_, names));
-  }
-  std::uint32_t count(std::uint64_t v, std::string_view what) const {
-    if (v > 100000) throw InputError(fmt::format("{}: {} = {} is out of range", origin_, what, v));
-    return static_cast<std::uint32_t>(v);
   }
   bool flag(std::string_view key, bool fallback) const {
     const auto it = j_.find(std::string(key));
@@ -120,19 +119,20 @@ ModelConfig parse_hf_config(const nlohmann::json& j, std::string_view origin) {
   m.family = arch->family;
   switch (arch->family) {
     case ModelFamily::Gpt2:
-      m.layers = r.count(r.need({"n_layer", "num_hidden_layers"}), "n_layer");
-      m.hidden = r.need({"n_embd", "hidden_size"});
-      m.heads = r.need({"n_head", "num_attention_heads"});
-      m.ffn = r.find({"n_inner", "intermediate_size"}).value_or(4 * m.hidden);  // GPT2MLP: 4h when null
-      m.max_positions = r.need({"n_positions", "max_position_embeddings", "n_ctx"});
+      m.layers = static_cast<std::uint32_t>(r.need({"n_layer", "num_hidden_layers"}, ModelLimits::kLayers));
+      m.hidden = r.need({"n_embd", "hidden_size"}, ModelLimits::kHidden);
+      m.heads = r.need({"n_head", "num_attention_heads"}, ModelLimits::kHeads);
+      m.ffn =
+          r.find({"n_inner", "intermediate_size"}, ModelLimits::kFfn).value_or(4 * m.hidden);  // GPT2MLP: 4h when null
+      m.max_positions = r.need({"n_positions", "max_position_embeddings", "n_ctx"}, ModelLimits::kPositions);
       m.tied_embeddings = r.flag("tie_word_embeddings", true);
       break;
     case ModelFamily::Llama:
-      m.layers = r.count(r.need({"num_hidden_layers", "n_layer"}), "num_hidden_layers");
-      m.hidden = r.need({"hidden_size", "n_embd"});
-      m.heads = r.need({"num_attention_heads", "n_head"});
-      m.ffn = r.need({"intermediate_size"});
-      m.max_positions = r.find({"max_position_embeddings"}).value_or(0);
+      m.layers = static_cast<std::uint32_t>(r.need({"num_hidden_layers", "n_layer"}, ModelLimits::kLayers));
+      m.hidden = r.need({"hidden_size", "n_embd"}, ModelLimits::kHidden);
+      m.heads = r.need({"num_attention_heads", "n_head"}, ModelLimits::kHeads);
+      m.ffn = r.need({"intermediate_size"}, ModelLimits::kFfn);
+      m.max_positions = r.find({"max_position_embeddings"}, ModelLimits::kPositions).value_or(0);
       m.tied_embeddings = r.flag("tie_word_embeddings", false);  // LlamaConfig's default
       // The tables have no bias tensors (wm §2.5): a biased variant would be silently wrong.
       for (const char* key : {"attention_bias", "mlp_bias"})
@@ -141,15 +141,16 @@ ModelConfig parse_hf_config(const nlohmann::json& j, std::string_view origin) {
               "{}: '{}': true is not modelled (llama has no biases, docs/workload-model.md §2.5)", origin, key));
       break;
     case ModelFamily::T5: {
-      m.layers = r.count(r.need({"num_layers", "num_hidden_layers"}), "num_layers");
-      m.decoder_layers = r.count(r.find({"num_decoder_layers"}).value_or(m.layers), "num_decoder_layers");
-      m.hidden = r.need({"d_model", "hidden_size"});
-      m.heads = r.need({"num_heads", "num_attention_heads"});
-      m.ffn = r.need({"d_ff", "intermediate_size"});
+      m.layers = static_cast<std::uint32_t>(r.need({"num_layers", "num_hidden_layers"}, ModelLimits::kLayers));
+      m.decoder_layers =
+          static_cast<std::uint32_t>(r.find({"num_decoder_layers"}, ModelLimits::kLayers).value_or(m.layers));
+      m.hidden = r.need({"d_model", "hidden_size"}, ModelLimits::kHidden);
+      m.heads = r.need({"num_heads", "num_attention_heads"}, ModelLimits::kHeads);
+      m.ffn = r.need({"d_ff", "intermediate_size"}, ModelLimits::kFfn);
       m.max_positions = 0;  // relative position buckets: no length limit
       m.tied_embeddings = r.flag("tie_word_embeddings", true);
-      m.relative_attention_buckets =
-          r.count(r.find({"relative_attention_num_buckets"}).value_or(32), "relative_attention_num_buckets");
+      m.relative_attention_buckets = static_cast<std::uint32_t>(
+          r.find({"relative_attention_num_buckets"}, ModelLimits::kRelativeBuckets).value_or(32));
       // v1.1 / Flan-T5 use a gated-GELU FFN (three matrices, untied head): not the v1.0 tables.
       const std::string proj = r.text("feed_forward_proj");
       if (!proj.empty() && proj != "relu")
@@ -160,9 +161,9 @@ ModelConfig parse_hf_config(const nlohmann::json& j, std::string_view origin) {
       break;
     }
   }
-  m.vocab = r.need({"vocab_size"});
-  m.kv_heads = r.find({"num_key_value_heads"}).value_or(m.heads);
-  if (m.heads != 0) m.head_dim = r.find({"head_dim", "d_kv"}).value_or(m.hidden / m.heads);
+  m.vocab = r.need({"vocab_size"}, ModelLimits::kVocab);
+  m.kv_heads = r.find({"num_key_value_heads"}, ModelLimits::kHeads).value_or(m.heads);
+  if (m.heads != 0) m.head_dim = r.find({"head_dim", "d_kv"}, ModelLimits::kHeadDim).value_or(m.hidden / m.heads);
   return m;
 }
 

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "fraglab/trace_io.hpp"
+#include "fraglab/input_file.hpp"
 #include "fraglab/workload.hpp"
 #include "workload/hf_config.hpp"
 #include "workload/param_layout.hpp"
@@ -85,8 +85,15 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", origin, e.what()));
+  } catch (const nlohmann::json::parse_error& e) {
+    const JsonErrorAt at = locate_json_error(text, e.byte, e.what());
+    throw InputError(
+        fmt::format("{}:{}:{}: not valid JSON ({}); expected a model .json file or a Hugging Face "
+                    "config.json",
+                    origin, at.line, at.column, at.what));
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(
+        fmt::format("{}: not valid JSON; expected a model .json file or a Hugging Face config.json", origin));
   }
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", origin));
   if (workload::is_hf_config(j)) {
@@ -105,11 +112,13 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
         throw InputError(fmt::format("{}: '{}' must be a non-negative integer", origin, key));
       return value.get<std::uint64_t>();
     };
-    auto count32 = [&]() -> std::uint32_t {
+    // Every dimension has its range (ModelLimits): a value past it is refused here, naming it.
+    auto ranged = [&](std::uint64_t max) -> std::uint64_t {
       const std::uint64_t v = integer();
-      if (v > 100000) throw InputError(fmt::format("{}: '{}' = {} is out of range", origin, key, v));
-      return static_cast<std::uint32_t>(v);
+      if (v > max) throw InputError(fmt::format("{}: '{}' = {}: expected 0..{}", origin, key, v, max));
+      return v;
     };
+    auto count32 = [&]() -> std::uint32_t { return static_cast<std::uint32_t>(ranged(ModelLimits::kLayers)); };
     if (key == "name") {
       if (!value.is_string()) throw InputError(fmt::format("{}: 'name' must be a string", origin));
       m.name = value.get<std::string>();
@@ -130,27 +139,27 @@ ModelConfig parse_model_json(std::string_view text, std::string_view origin) {
     } else if (key == "decoder_layers") {
       m.decoder_layers = count32();
     } else if (key == "hidden") {
-      m.hidden = integer();
+      m.hidden = ranged(ModelLimits::kHidden);
     } else if (key == "heads") {
-      m.heads = integer();
+      m.heads = ranged(ModelLimits::kHeads);
       has_heads = true;
     } else if (key == "kv_heads") {
-      m.kv_heads = integer();
+      m.kv_heads = ranged(ModelLimits::kHeads);
       has_kv = true;
     } else if (key == "head_dim") {
-      m.head_dim = integer();
+      m.head_dim = ranged(ModelLimits::kHeadDim);
       has_head_dim = true;
     } else if (key == "ffn") {
-      m.ffn = integer();
+      m.ffn = ranged(ModelLimits::kFfn);
     } else if (key == "vocab") {
-      m.vocab = integer();
+      m.vocab = ranged(ModelLimits::kVocab);
     } else if (key == "max_positions") {
-      m.max_positions = integer();
+      m.max_positions = ranged(ModelLimits::kPositions);
     } else if (key == "tied_embeddings") {
       if (!value.is_boolean()) throw InputError(fmt::format("{}: 'tied_embeddings' must be true or false", origin));
       m.tied_embeddings = value.get<bool>();
     } else if (key == "relative_attention_buckets") {
-      m.relative_attention_buckets = count32();
+      m.relative_attention_buckets = static_cast<std::uint32_t>(ranged(ModelLimits::kRelativeBuckets));
     } else {
       throw InputError(fmt::format(
           "{}: unknown key '{}' (expected name, family, layers, encoder_layers, decoder_layers, hidden, heads, "
@@ -173,7 +182,11 @@ ModelConfig load_model(const std::string& name_or_path) {
   const bool looks_like_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json") ||
                                std::filesystem::exists(name_or_path);
   if (!looks_like_path) return builtin_model(name_or_path);
-  return parse_model_json(read_file_bytes(name_or_path), name_or_path);
+  // A model file is a few kilobytes: 64 MiB is far beyond any, and bounds what a FIFO may send.
+  constexpr Bytes kMaxModelFileBytes = 64 * MiB;
+  return parse_model_json(
+      read_input_file(name_or_path, "a model .json file or a Hugging Face config.json", kMaxModelFileBytes),
+      name_or_path);
 }
 
 std::uint64_t parameter_count(const ModelConfig& model) { return workload::build_layout(model).numel(); }

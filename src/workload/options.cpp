@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <tuple>
 #include <utility>
 
 #include "fraglab/workload.hpp"
@@ -125,12 +126,31 @@ void check_options(const WorkloadOptions& o) {
     fail("--sharding: only for --framework fsdp1");
   if (o.grad_flatten == GradFlatten::Prealloc && o.framework != Framework::Fsdp1)
     fail("--grad-flatten prealloc: only for --framework fsdp1 (docs/workload-model.md §3.5)");
-  if (o.deepspeed.reduce_bucket_size == 0u) fail("--ds-reduce-bucket-size: expected > 0");
-  if (o.deepspeed.sub_group_size == 0) fail("--ds-sub-group-size: expected > 0");
+  // DeepSpeed sizes are elements: 2^50 (10^15) is far beyond any configuration and keeps their
+  // byte sizes (x 4) below kMaxTensorBytes.
+  constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 50;
+  const DeepSpeedOptions& ds = o.deepspeed;
+  for (auto [flag, value, min] : {std::tuple<const char*, std::optional<std::uint64_t>, std::uint64_t>{
+                                      "--ds-reduce-bucket-size", ds.reduce_bucket_size, 1},
+                                  {"--ds-prefetch-bucket-size", ds.prefetch_bucket_size, 0},
+                                  {"--ds-param-persistence-threshold", ds.param_persistence_threshold, 0},
+                                  {"--ds-max-live-parameters", ds.max_live_parameters, 0},
+                                  {"--ds-max-reuse-distance", ds.max_reuse_distance, 0},
+                                  {"--ds-sub-group-size", ds.sub_group_size, 1}}) {
+    if (value && (*value < min || *value > kMaxElements))
+      fail(fmt::format("{} {}: expected {}..{} elements (2^50)", flag, *value, min, kMaxElements));
+  }
+  // The timing model's clock is written as signed 64-bit microseconds: rates and costs are bounded
+  // so that no realistic run takes it anywhere near (TraceBuilder refuses a clock past 2^62 µs).
   const TimingOptions& t = o.timing;
-  if (!(t.matmul_tflops >= 0) || !(t.hbm_gbps > 0) || !(t.bus_gbps > 0) || !(t.cpu_op_us >= 0))
-    fail("--gpu-tflops/--hbm-gbps/--bus-gbps/--cpu-op-us: expected positive numbers");
-  if (!(t.hook_us >= 0)) fail("--hook-us: expected a number >= 0");
+  auto check_rate = [&](const char* flag, double v, double min, double max) {
+    if (!(v >= min && v <= max)) fail(fmt::format("{} {}: expected {}..{}", flag, v, min, max));
+  };
+  if (t.matmul_tflops != 0) check_rate("--gpu-tflops", t.matmul_tflops, 0.001, 1e6);
+  check_rate("--hbm-gbps", t.hbm_gbps, 0.001, 1e9);
+  check_rate("--bus-gbps", t.bus_gbps, 0.001, 1e9);
+  check_rate("--cpu-op-us", t.cpu_op_us, 0, 1e6);
+  check_rate("--hook-us", t.hook_us, 0, 1e6);
   if (!(t.jitter >= 0) || t.jitter >= 1) fail(fmt::format("--jitter {}: expected 0 <= j < 1", t.jitter));
 }
 

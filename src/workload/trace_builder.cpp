@@ -1,5 +1,7 @@
 #include "workload/trace_builder.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,15 +9,30 @@
 
 namespace fraglab::workload {
 
+namespace {
+// The tags of README "Traces", in Tag order.
+constexpr std::array<std::string_view, 6> kTagNames = {"param", "grad", "act", "opt", "comm", "temp"};
+// What a trace may hold (src/trace/live_allocations.hpp kImpossibleSize): a size, and here also the
+// total live at once, below 2^60; times as signed 64-bit µs, kept below 2^62.
+constexpr Bytes kTraceSizeLimit = Bytes{1} << 60;
+constexpr double kClockLimitUs = 4611686018427387904.0;  // 2^62
+}  // namespace
+
 TraceBuilder::TraceBuilder(Trace& trace, GpuTiming& gpu) : trace_(trace), gpu_(gpu) {
-  // The tags of README "Traces", in Tag order.
-  static constexpr std::array<std::string_view, 6> kTags = {"param", "grad", "act", "opt", "comm", "temp"};
-  for (std::size_t i = 0; i < kTags.size(); ++i) tags_[i] = trace_.intern(kTags[i]);
+  for (std::size_t i = 0; i < kTagNames.size(); ++i) tags_[i] = trace_.intern(kTagNames[i]);
   step_label_ = trace_.intern("step");
   phase_label_ = trace_.intern("phase");
 }
 
 Event TraceBuilder::event(Op op, std::uint64_t id) const {
+  const double now = gpu_.now();
+  if (!(now < kClockLimitUs)) {
+    throw InputError(
+        fmt::format("the timing model's clock passed 2^62 µs at event {} (trace times are signed 64-bit µs): the work "
+                    "is too large for the GPU timing options (--gpu-tflops, --hbm-gbps, --bus-gbps); reduce the model, "
+                    "--micro-batch, the sequence lengths or --steps",
+                    trace_.events.size()));
+  }
   Event e;
   e.op = op;
   e.id = id;
@@ -27,6 +44,7 @@ Event TraceBuilder::event(Op op, std::uint64_t id) const {
 void TraceBuilder::complete_due(double up_to) {
   while (!pending_.empty() && pending_.top().time <= up_to) {
     trace_.events.push_back(event(Op::FreeCompleted, pending_.top().id));
+    release(pending_.top().id);
     pending_.pop();
   }
 }
@@ -34,8 +52,17 @@ void TraceBuilder::complete_due(double up_to) {
 TensorId TraceBuilder::alloc(Bytes size, Stream stream, Tag tag) {
   if (size == 0) return 0;
   complete_due(gpu_.now());  // PyTorch processes finished events at the start of each malloc
+  if (size >= kTraceSizeLimit || live_ + size >= kTraceSizeLimit) {
+    throw InputError(
+        fmt::format("a {} allocation of {} bytes at event {} would make {} bytes live at once; a trace holds less than "
+                    "2^60 (1 EiB): reduce the model, --micro-batch or the sequence lengths",
+                    kTagNames[static_cast<std::size_t>(tag)], size, trace_.events.size(),
+                    size >= kTraceSizeLimit ? std::string("more than 2^60") : fmt::format("{}", live_ + size)));
+  }
   Event e = event(Op::Alloc, next_id_++);
   e.size = size;
+  sizes_.push_back(size);
+  live_ += size;
   e.stream = stream_id(stream);
   e.tag = tags_[static_cast<std::size_t>(tag)];
   trace_.events.push_back(e);
@@ -45,6 +72,7 @@ TensorId TraceBuilder::alloc(Bytes size, Stream stream, Tag tag) {
 void TraceBuilder::free(TensorId id) {
   if (id == 0) return;
   trace_.events.push_back(event(Op::Free, id));
+  release(id);
 }
 
 void TraceBuilder::free_at(TensorId id, double gpu_time) {

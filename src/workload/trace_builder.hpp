@@ -9,7 +9,10 @@
 // at the end of the trace.
 //
 // Invariants: ids are unique and never reused; every alloc id is freed at most once; a deferred
-// free always gets its free_completed (finish() completes the rest).
+// free always gets its free_completed (finish() completes the rest); every event is one the JSONL
+// reader accepts: a size below 2^60 (kImpossibleSize), the sizes live at once summing below 2^60,
+// a time below 2^62 µs. check_sizes() keeps sane options far from these; an alloc or a clock past
+// them throws InputError instead of writing what the reader would refuse.
 #pragma once
 
 #include <array>
@@ -59,6 +62,9 @@ class TraceBuilder {
 
   Trace& trace_;
   GpuTiming& gpu_;
+  std::vector<Bytes> sizes_;  // by id - 1: the size of each allocation, to keep the live total
+  Bytes live_ = 0;
+  void release(TensorId id) { live_ -= sizes_[id - 1]; }
   TensorId next_id_ = 1;
   std::uint64_t pending_seq_ = 0;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;

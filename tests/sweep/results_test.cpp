@@ -291,13 +291,16 @@ TEST(Results, MalformedJsonlRowsNameFileLineAndField) {
   const std::string field = "\"peak_reserved_bytes\":9,";
   bad.replace(bad.find(field), field.size(), "\"peak_reserved_bytes\":\"x\",");
   bad.pop_back();
-  EXPECT_EQ(error(bad), path + ":2: peak_reserved_bytes = \"x\": expected a non-negative integer");
+  EXPECT_EQ(error(bad), path + ":2: peak_reserved_bytes = \"x\": expected a byte count (an integer 0..2^63-1)");
   EXPECT_EQ(error("[1,2]"), path +
-                                ":2: not a JSON object (expected a results row: trace, device, spec, knobs and the "
-                                "metrics)");
-  EXPECT_EQ(error("{\"trace\":"), path +
-                                      ":2: not a JSON object (expected a results row: trace, device, spec, knobs "
-                                      "and the metrics)");
+                                ":2: expected a results row (a JSON object with trace, device, spec, knobs and the "
+                                "metrics); got array '[1,2]'");
+  // The JSON error's column (10: the end of the line) and the parser's words, without its id.
+  EXPECT_EQ(error("{\"trace\":"),
+            path +
+                ":2: expected a results row (a JSON object with trace, device, spec, knobs and "
+                "the metrics); got '{\"trace\":' (not valid JSON at column 10: syntax error "
+                "while parsing value - unexpected end of input; expected '[', '{', or a literal)");
   EXPECT_EQ(error("{\"trace\":1}"), path + ":2: 'trace' = 1: expected a string");
   std::string knob = good;
   const std::string value = "\"a\":\"64\"";
