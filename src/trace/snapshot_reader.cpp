@@ -27,6 +27,7 @@
 #include "fraglab/trace_io.hpp"
 #include "trace/dict_layout.hpp"
 #include "trace/pickle.hpp"
+#include "trace/snapshot_options.hpp"
 
 namespace fraglab {
 
@@ -925,18 +926,27 @@ Trace SnapshotReader::read(const Value& root) {
 
 }  // namespace
 
-// Stack frames are most of every snapshot and nothing here reads them (§11.5): not built.
-constexpr pickle::PickleOptions kSnapshotPickle{.skip_key = "frames"};
-
+// Stack frames are most of every snapshot and nothing here reads them (§11.5): not built
+// (kSnapshotPickle).
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options) {
-  pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
+  return parse_snapshot(bytes, origin, options, kSnapshotPickle);
+}
+
+std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
+  return parse_snapshot_devices(bytes, origin, kSnapshotPickle);
+}
+
+Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
+                     const pickle::PickleOptions& pickle_options) {
+  pickle::PickleDocument doc(bytes, origin, pickle_options);
   Trace trace = SnapshotReader(origin, options).read(doc.root());
   validate_trace(trace, origin);
   return trace;
 }
 
-std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
-  pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
+std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin,
+                                                          const pickle::PickleOptions& pickle_options) {
+  pickle::PickleDocument doc(bytes, origin, pickle_options);
   std::vector<std::pair<int, Trace>> traces;
   for (std::uint64_t device : SnapshotReader(origin, {}).devices_with_data(doc.root())) {
     TraceReadOptions options;
