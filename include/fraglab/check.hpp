@@ -90,7 +90,11 @@ struct CheckOutcome {
   bool passed() const { return problems.empty() && regressions() == 0; }
 };
 
-// Throws InputError when either document lacks the "runs" list (the caller names the file).
+// Throws InputError unless `doc` has the shape the check reads: an object with a "runs" list of
+// objects, each "policy" (when present) a string. `what` ("baseline", "results") names the
+// document; the caller names the file.
+void require_results_shape(const nlohmann::json& doc, std::string_view what);
+// Throws InputError when either document lacks that shape (require_results_shape).
 CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,
                            const CheckOptions& options = {});
 // The metric's definition; nullptr for a key that is not gated.
