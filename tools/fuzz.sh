@@ -138,8 +138,8 @@ case "$mode" in
       echo "== $h"
       # shellcheck disable=SC2086
       llvm-cov-14 report "build-fuzz-cov/fuzz/fuzz_$h" -instr-profile="build-fuzz-cov/profiles/$h.profdata" \
-        ${sources[$h]} | awk 'NR == 1 || /^src/ || /^TOTAL/ { print $1, "lines:", $(NF-3), "missed:", $(NF-2), $(NF-1) }' \
-        | sed 's/lines: Lines missed: Missed Cover/lines  missed  cover/'
+        ${sources[$h]} | awk '$1 != "Filename" && $1 !~ /^-/ && NF >= 10 {
+          printf "  %-26s lines %5d  missed %5d  covered %s\n", $1, $8, $9, $10 }'
     done
     ;;
   *)
