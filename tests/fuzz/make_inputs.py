@@ -183,13 +183,14 @@ def make_pickles():
     refused = b"\x80\x04\x95\x15\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x8c\x04eval\x93."
     seed("pickle", "refused-global.pickle", refused)
 
-    # Hostile: every segment's `blocks` is one list, by memo reference (the reader's shared-
-    # reference amplification: the list is read once per segment).
+    # Hostile: every segment's `blocks` is one list of 1000 inactive blocks, by memo reference
+    # (shared-reference amplification: 300 x 1000 blocks read from a file of a few KB).
     snap = snapshot(entries_per_device=6)
     one = snap["segments"][0]
-    blocks = [dict(address=BASE + i * 512, size=512, requested_size=512, state="active_allocated", frames=[])
-              for i in range(64)]
+    blocks = [dict(address=BASE + i * 512, size=512, requested_size=0, state="inactive", frames=[])
+              for i in range(1000)]
     snap["segments"] = [dict(one, address=BASE + (i + 1) * (1 << 30), blocks=blocks) for i in range(300)]
+    snap["device_traces"] = [[]]  # state only: every segment is read
     data = pickle.dumps(snap, protocol=4)
     regression("snapshot", "shared-blocks-300-segments.pickle", data)
     regression("pickle", "shared-blocks-300-segments.pickle", data)
