@@ -90,7 +90,6 @@ struct CheckOutcome {
   bool passed() const { return problems.empty() && regressions() == 0; }
 };
 
-// Throws InputError when either document lacks the "runs" list (the caller names the file).
 // The largest byte count or count a results JSON may hold: what a signed 64-bit integer holds
 // (fraglab writes unsigned counts far below it; a larger one is corrupt, and past 2^64 a double cast
 // to an integer is undefined).
@@ -103,6 +102,12 @@ inline constexpr std::uint64_t kMaxResultCount = (std::uint64_t{1} << 63) - 1;
 // is not. `origin` names the file.
 void check_results_numbers(const nlohmann::json& doc, std::string_view origin);
 
+// Throws InputError unless `doc` has the shape the check reads: an object with a "runs" list of
+// objects, each "policy" (when present) a string. `what` ("baseline", "results") names the
+// document; the caller names the file.
+void require_results_shape(const nlohmann::json& doc, std::string_view what);
+
+// Throws InputError when either document lacks that shape (require_results_shape).
 CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,
                            const CheckOptions& options = {});
 // The metric's definition; nullptr for a key that is not gated.

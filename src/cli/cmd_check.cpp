@@ -45,6 +45,11 @@ nlohmann::json read_json(const std::string& path, const char* what) {
     throw InputError(fmt::format("{}: the {} has no \"runs\" list (expected the results JSON of fraglab replay --json)",
                                  path, what));
   }
+  try {
+    require_results_shape(j, what);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", path, e.what()));
+  }
   check_results_numbers(j, path);
   return j;
 }

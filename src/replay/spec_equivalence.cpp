@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <ranges>
 
 #include "fraglab/policy.hpp"
 
@@ -34,7 +33,10 @@ std::string canonical_spec(std::string_view spec) {
   std::vector<OptionItem> items = split_options(options, name);
   // The last of a repeated key wins, as when the policy parses it.
   std::vector<OptionItem> kept;
-  for (const OptionItem& item : std::ranges::reverse_view(items)) {
+  // Backwards by iterator: clang 14 (the fuzz build, tests/fuzz) cannot compile libstdc++ 12's
+  // std::ranges::reverse_view.
+  for (auto it = items.rbegin(); it != items.rend(); ++it) {  // NOLINT(modernize-loop-convert)
+    const OptionItem& item = *it;
     if (std::none_of(kept.begin(), kept.end(), [&](const OptionItem& k) { return k.key == item.key; })) {
       kept.push_back(item);
     }

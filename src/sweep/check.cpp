@@ -264,16 +264,28 @@ std::size_t CheckOutcome::regressions() const {
   return n;
 }
 
+void require_results_shape(const nlohmann::json& doc, std::string_view what) {
+  if (!doc.is_object() || !doc.contains("runs") || !doc["runs"].is_array()) {
+    throw InputError(
+        fmt::format("the {} is not a results JSON (no \"runs\" list; write one with fraglab replay "
+                    "--json or check --update-baseline)",
+                    what));
+  }
+  // Runs are read with json::value(), which throws a type_error on anything but an object.
+  const auto& runs = doc["runs"];
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (!runs[i].is_object())
+      throw InputError(fmt::format("the {}'s runs[{}] is a {}, expected an object", what, i, runs[i].type_name()));
+    if (runs[i].contains("policy") && !runs[i]["policy"].is_string())
+      throw InputError(
+          fmt::format("the {}'s runs[{}].policy is a {}, expected a string", what, i, runs[i]["policy"].type_name()));
+  }
+}
+
 CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,
                            const CheckOptions& options) {
-  for (const auto* doc : {&baseline, &current}) {
-    if (!doc->is_object() || !doc->contains("runs") || !(*doc)["runs"].is_array()) {
-      throw InputError(
-          fmt::format("the {} is not a results JSON (no \"runs\" list; write one with fraglab replay "
-                      "--json or check --update-baseline)",
-                      doc == &baseline ? "baseline" : "results"));
-    }
-  }
+  require_results_shape(baseline, "baseline");
+  require_results_shape(current, "results");
   CheckOutcome out;
   auto text_at = [](const nlohmann::json& doc, const char* section, const char* key) -> std::string {
     if (!doc.contains(section) || !doc[section].contains(key)) return "?";

@@ -102,13 +102,17 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
     for (const auto& [key, path] : shard_file) counts.insert(key.first);
     if (counts.size() == 1) {
       const std::size_t n = *counts.begin();
+      // N comes from the files ("0/333333333" reads): name the first few missing shards only.
+      constexpr std::size_t kNamed = 10;
+      const std::size_t absent = n - shard_file.size();  // every file's shard is one of the N
       std::string missing;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (shard_file.count({n, i}) == 0) missing += fmt::format("{}{}/{}", missing.empty() ? "" : ", ", i, n);
+      std::size_t named = 0;
+      for (std::size_t i = 0; i < n && named < kNamed; ++i) {
+        if (shard_file.count({n, i}) == 0) missing += fmt::format("{}{}/{}", named++ == 0 ? "" : ", ", i, n);
       }
+      if (absent > named) missing += fmt::format(" and {} more", absent - named);
       out.problems.push_back(fmt::format("missing shard{} {} of the sweep {} ({} of its {} runs)",
-                                         missing.find(',') == std::string::npos ? "" : "s", missing, grid_command(meta),
-                                         uncovered, runs));
+                                         absent == 1 ? "" : "s", missing, grid_command(meta), uncovered, runs));
     } else {
       out.problems.push_back(fmt::format("{} of the {} runs of the sweep {} are in none of the shards given", uncovered,
                                          runs, grid_command(meta)));

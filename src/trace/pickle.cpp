@@ -206,7 +206,7 @@ Value Machine::run(int& protocol) {
         // Keys and shared values come as lone GETs or short runs, taken one by one here; a long
         // run (a stack's frames) goes to the tight loop of take_get_run().
         for (int taken = 0;; ++taken) {
-          if (taken == 3) {
+          if (taken == 3 && fast_paths_) {
             const unsigned char* after = take_get_run(op_at_);
             if (after != op_at_) {
               p = after;
@@ -269,7 +269,7 @@ Value Machine::run(int& protocol) {
         const unsigned char* at = need(p, n);
         // Up to 8 bytes (every address, size and time in a snapshot): one little-endian load
         // when 8 bytes are readable, then sign extension by shifts.
-        if (n - 1 < 8 && end_ - at >= 8) [[likely]] {
+        if (n - 1 < 8 && end_ - at >= 8 && fast_paths_) [[likely]] {
           const unsigned shift = static_cast<unsigned>(64 - 8 * n);
           const std::uint64_t raw = load_le<std::uint64_t>(at) << shift;
           push(make_int(static_cast<std::int64_t>(raw) >> shift));
@@ -363,7 +363,7 @@ Value Machine::run(int& protocol) {
           push(skipped(Kind::Dict));
           break;
         }
-        if (const unsigned char* after = take_flat_dicts(op_at_); after != op_at_) {
+        if (const unsigned char* after = fast_paths_ ? take_flat_dicts(op_at_) : op_at_; after != op_at_) {
           p = after;
           break;
         }
@@ -453,7 +453,7 @@ PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin, 
     : arena_(std::max<std::size_t>(4 * bytes.size(), 64 * 1024)) {
   if (!options.skip_key.empty()) {
     try {
-      internal::Machine machine(bytes, origin, arena_, options.skip_key);
+      internal::Machine machine(bytes, origin, arena_, options.skip_key, options.fast_paths);
       root_ = machine.run(protocol_);
       skipped_ = true;
       return;
@@ -461,7 +461,7 @@ PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin, 
       // Build everything: what was built so far stays in the arena, unused.
     }
   }
-  internal::Machine machine(bytes, origin, arena_, {});
+  internal::Machine machine(bytes, origin, arena_, {}, options.fast_paths);
   root_ = machine.run(protocol_);
 }
 

@@ -167,6 +167,9 @@ struct PickleOptions {
   // file). Those containers, and the containers built only to go into them, become Kind::Skipped:
   // no arena storage, no item copies. Empty: build everything.
   std::string_view skip_key;
+  // False: every opcode goes through the checked dispatch switch, none through the fast paths of
+  // pickle_fast_paths.cpp. The document is the same either way (the fuzzers check it: tests/fuzz).
+  bool fast_paths = true;
 };
 
 // One parsed pickle. Not copyable: its values point into its arena.

@@ -166,11 +166,13 @@ struct SkippedValueEscapes {};
 
 class Machine {
  public:
-  Machine(std::string_view bytes, std::string_view origin, Arena& arena, std::string_view skip_key)
+  Machine(std::string_view bytes, std::string_view origin, Arena& arena, std::string_view skip_key,
+          bool fast_paths = true)
       : begin_(reinterpret_cast<const unsigned char*>(bytes.data())),
         end_(begin_ + bytes.size()),
         origin_(origin),
         skip_key_(skip_key),
+        fast_paths_(fast_paths),
         arena_(arena),
         stack_(256),
         // Snapshots memoize one value per 20-90 input bytes: reserving for the densest case
@@ -352,6 +354,7 @@ class Machine {
   const unsigned char* op_at_ = nullptr;  // the opcode being run (for error messages)
   std::string_view origin_;
   std::string_view skip_key_;                    // empty: build everything
+  bool fast_paths_;                              // false: the checked switch only (PickleOptions)
   mutable const char* skip_key_seen_ = nullptr;  // where the skip key last appeared in the input
   Arena& arena_;
   ValueStack stack_;

@@ -37,6 +37,7 @@
 #include "trace/address_table.hpp"
 #include "trace/dict_layout.hpp"
 #include "trace/pickle.hpp"
+#include "trace/snapshot_options.hpp"
 
 namespace fraglab {
 
@@ -991,18 +992,27 @@ Trace SnapshotReader::read(const Value& root, int device_index) {
 
 }  // namespace
 
-// Stack frames are most of every snapshot and nothing here reads them (§11.5): not built.
-constexpr pickle::PickleOptions kSnapshotPickle{.skip_key = "frames"};
-
+// Stack frames are most of every snapshot and nothing here reads them (§11.5): not built
+// (kSnapshotPickle).
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options) {
-  pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
+  return parse_snapshot(bytes, origin, options, kSnapshotPickle);
+}
+
+std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
+  return parse_snapshot_devices(bytes, origin, kSnapshotPickle);
+}
+
+Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
+                     const pickle::PickleOptions& pickle_options) {
+  pickle::PickleDocument doc(bytes, origin, pickle_options);
   Trace trace = SnapshotReader(origin, bytes.size()).read(doc.root(), options.device_index);
   validate_trace(trace, origin);
   return trace;
 }
 
-std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
-  pickle::PickleDocument doc(bytes, origin, kSnapshotPickle);
+std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin,
+                                                          const pickle::PickleOptions& pickle_options) {
+  pickle::PickleDocument doc(bytes, origin, pickle_options);
   std::vector<std::pair<int, Trace>> traces;
   SnapshotReader reader(origin, bytes.size());  // one reader, one walk budget, for every device
   for (std::uint64_t device : reader.devices_with_data(doc.root())) {

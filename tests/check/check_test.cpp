@@ -108,6 +108,22 @@ TEST(Check, MissingRunsFail) {
   EXPECT_EQ(extra.problems[1], "run 'pytorch' is in the baseline but was not replayed");
 }
 
+// Found by tests/fuzz (baseline): a run that is not an object, or a policy that is not a string,
+// made json::value() throw a type_error (exit 3, "internal error") instead of an InputError.
+TEST(Check, RunsOfTheWrongShapeAreInputErrors) {
+  const Thresholds t;
+  auto error = [&](const char* text) {
+    try {
+      (void)check_results(nlohmann::json::parse(text), results(1), t);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error(R"({"runs": [1]})"), "the baseline's runs[0] is a number, expected an object");
+  EXPECT_EQ(error(R"({"runs": [{"policy": 7}]})"), "the baseline's runs[0].policy is a number, expected a string");
+}
+
 TEST(Check, BadThresholdsNameTheArgument) {
   Thresholds t;
   auto error = [&](const std::function<void()>& f) {
@@ -197,6 +213,11 @@ TEST(CheckCli, BadInputIsExit2) {
   const auto wrong = run_fraglab("check " + kSample + " --baseline " + (dir / "notresults.json").string());
   EXPECT_EQ(wrong.status, 2);
   EXPECT_NE(wrong.err.find("has no \"runs\" list"), std::string::npos) << wrong.err;
+  testing::write_text(dir / "badrun.json", "{\"runs\": [1]}");
+  const auto badrun = run_fraglab("check " + kSample + " --baseline " + (dir / "badrun.json").string());
+  EXPECT_EQ(badrun.status, 2);
+  EXPECT_NE(badrun.err.find("badrun.json: the baseline's runs[0] is a number, expected an object"), std::string::npos)
+      << badrun.err;
   const auto metric = run_fraglab("check " + kSample + " --baseline x.json --max-regress frag=1%");
   EXPECT_EQ(metric.status, 2);
   EXPECT_NE(metric.err.find("unknown metric 'frag'"), std::string::npos) << metric.err;

@@ -43,6 +43,22 @@ std::string files(const fs::path& dir, std::initializer_list<int> shards) {
   return out;
 }
 
+// Found by tests/fuzz (results): a file saying it is shard 0 of 333333333 made the check list every
+// missing shard (minutes and gigabytes). The first ten are named, then how many more.
+TEST(Shards, AHugeShardCountIsNotListedInFull) {
+  const fs::path path = testing::scratch_dir("shards-huge") / "shard.jsonl";
+  testing::write_text(
+      path, R"({"fraglab_sweep":1,"shard":"0/333333333","policy":"pytorch","grid":["max_split_size_mb=none,64"],)"
+            R"("device":"sim","traces":[{"name":"streams","events":48,"request_hash":"fnv1a64:e67b87744b3afc10"}]})"
+            "\n");
+  const ResultsTable table = read_results(path.string());
+  const ShardCheck check = check_shards({{path.string(), table.meta}}, table.rows);
+  ASSERT_FALSE(check.problems.empty());
+  EXPECT_EQ(check.problems[0].rfind("missing shards 1/333333333, 2/333333333, ", 0), 0u) << check.problems[0];
+  EXPECT_NE(check.problems[0].find(", 10/333333333 and 333333322 more of the sweep"), std::string::npos)
+      << check.problems[0];
+}
+
 TEST(Shards, EachFileRecordsItsShardGridAndTraces) {
   const fs::path dir = four_shards();
   const ResultsTable table = read_results(shard_file(dir, 2).string());

@@ -1,0 +1,60 @@
+// The snapshot reader (parse_snapshot, parse_snapshot_devices; src/trace/snapshot_reader.cpp) on
+// any bytes, which are mostly pickles (the corpus is snapshots).
+// Properties:
+//  - bad input is an InputError, never anything else;
+//  - the Traces do not depend on how the pickle was read: the readers' own way (skip_key
+//    "frames", fast paths) and everything built through the checked switch alone give the same
+//    Traces, event by event, or fail with the same message;
+//  - parse_snapshot without a device index reads the only device with data: when
+//    parse_snapshot_devices finds exactly one, it is the same Trace; with several, an InputError;
+//  - each Trace survives `convert`: written as JSONL and read back it is the same Trace.
+#include <sstream>
+
+#include "fraglab/trace_io.hpp"
+#include "fuzz_support.hpp"
+#include "trace/snapshot_options.hpp"
+#include "trace_compare.hpp"
+
+namespace fraglab::fuzz {
+
+void fuzz_one(std::string_view data) {
+  constexpr std::string_view kOrigin = "fuzz.pickle";
+  std::vector<std::pair<int, Trace>> devices, reference;
+  const std::string error = input_error_of([&] { devices = parse_snapshot_devices(data, kOrigin); });
+  const std::string reference_error = input_error_of([&] {
+    reference = parse_snapshot_devices(data, kOrigin, pickle::PickleOptions{.skip_key = {}, .fast_paths = false});
+  });
+  if (error != reference_error)
+    fail("all built, checked switch: '" + reference_error + "'; the readers' options: '" + error + "'");
+  require(devices.size() == reference.size(), "device counts differ");
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    require(devices[i].first == reference[i].first, "device indices differ");
+    const std::string why = trace_difference(reference[i].second, devices[i].second);
+    if (!why.empty())
+      fail(fmt::format("device {}: Traces differ with the readers' options: {}", devices[i].first, why));
+  }
+
+  Trace single;
+  const std::string single_error = input_error_of([&] { single = parse_snapshot(data, kOrigin); });
+  if (error.empty() && devices.size() == 1) {
+    if (!single_error.empty()) fail("one device with data, but parse_snapshot failed: " + single_error);
+    const std::string why = trace_difference(devices[0].second, single);
+    if (!why.empty()) fail("parse_snapshot differs from the one device's Trace: " + why);
+  }
+  if (error.empty() && devices.size() > 1 && single_error.empty())
+    fail("several devices with data, but parse_snapshot chose one without --device-index");
+
+  for (const auto& [device, trace] : devices) {
+    std::ostringstream out;
+    write_jsonl(trace, out);
+    const std::string text = out.str();
+    Trace back;
+    const std::string back_error = input_error_of([&] { back = parse_jsonl(text, "converted.jsonl"); });
+    if (!back_error.empty()) fail(fmt::format("device {}: the converted JSONL does not read: {}", device, back_error));
+    const std::string why = trace_difference(trace, back);
+    if (!why.empty())
+      fail(fmt::format("device {}: converted to JSONL and read back, the Trace differs: {}", device, why));
+  }
+}
+
+}  // namespace fraglab::fuzz
