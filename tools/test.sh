@@ -5,8 +5,9 @@
 #     ctest. Real snapshots are read from ../shared/traces/real when that folder exists; tests that
 #     need them are skipped otherwise, or fail when FRAGLAB_REQUIRE_REAL_TRACES=ON is set in the
 #     environment (as CI sets it);
-#  3. checks the formatting (tools/check-format.sh);
-#  4. builds the command and the benchmarks as a Release build with warnings as errors in
+#  3. runs the fuzzers over their corpus and regression inputs, then briefly (tools/fuzz.sh smoke);
+#  4. checks the formatting (tools/check-format.sh);
+#  5. builds the command and the benchmarks as a Release build with warnings as errors in
 #     build-release/, and runs every benchmark briefly, so they keep compiling and running (the
 #     figures of such a short run are not measurements: README "Speed" says how to measure).
 set -euo pipefail
@@ -23,6 +24,10 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -
 cmake --build build-asan -j "$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+
+# libFuzzer harnesses (clang 14, ASan+UBSan, build-fuzz/): every corpus and regression input, then
+# about a minute of fuzzing (README "Reliability"; tools/fuzz.sh campaign runs a long one).
+tools/fuzz.sh smoke
 
 tools/check-format.sh
 

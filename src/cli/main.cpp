@@ -75,10 +75,12 @@ int main(int argc, char** argv) {
       std::cerr << "fraglab " << name << ": error: " << e.what() << '\n';
       return 2;
     } catch (const std::bad_alloc&) {
-      // The memory budget (or the machine) ran out outside a reader that names its input.
-      std::cerr << "fraglab " << name << ": error: needs more memory than the memory budget of "
-                << fraglab::format_bytes(fraglab::memory_budget())
-                << " (--max-memory) or the machine allows; expected an input this command can hold in memory\n";
+      // The memory budget (or the machine) ran out after the readers, which name their input
+      // themselves: in a replay, a sweep, the generator.
+      const std::string& trace = fraglab::cli::last_trace_path();
+      std::cerr << "fraglab " << name << ": error: " << (trace.empty() ? "" : trace + ": ")
+                << "needs more memory than the memory budget of " << fraglab::format_bytes(fraglab::memory_budget())
+                << " allows (--max-memory)\n";
       return 2;
     } catch (const boost::program_options::error& e) {
       std::cerr << "fraglab " << name << ": error: " << e.what() << " (see fraglab " << name << " --help)\n";

@@ -69,7 +69,13 @@ void warn_about_start(const Trace& trace, const std::vector<ReplayResult>& runs)
   }
 }
 
+std::string& last_trace_path() {
+  static std::string path;
+  return path;
+}
+
 Trace load_trace(const std::string& path, const TraceReadOptions& options) {
+  last_trace_path() = path == kStdinPath ? std::string(kStdinOrigin) : path;
   Trace trace = read_trace(path, options);
   infer_unrecorded_events(trace);
   return trace;

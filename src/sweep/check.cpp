@@ -264,6 +264,14 @@ std::size_t CheckOutcome::regressions() const {
   return n;
 }
 
+namespace {
+// "a number", "an array", "an object", ...: a JSON value's type with its article, for messages.
+std::string a_json_type(const nlohmann::json& value) {
+  const std::string type = value.type_name();
+  return (type.front() == 'a' || type.front() == 'o' ? "an " : "a ") + type;
+}
+}  // namespace
+
 void require_results_shape(const nlohmann::json& doc, std::string_view what) {
   if (!doc.is_object() || !doc.contains("runs") || !doc["runs"].is_array()) {
     throw InputError(
@@ -275,11 +283,20 @@ void require_results_shape(const nlohmann::json& doc, std::string_view what) {
   const auto& runs = doc["runs"];
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (!runs[i].is_object())
-      throw InputError(fmt::format("the {}'s runs[{}] is a {}, expected an object", what, i, runs[i].type_name()));
+      throw InputError(fmt::format("the {}'s runs[{}] is {}, expected an object", what, i, a_json_type(runs[i])));
     if (runs[i].contains("policy") && !runs[i]["policy"].is_string())
       throw InputError(
-          fmt::format("the {}'s runs[{}].policy is a {}, expected a string", what, i, runs[i]["policy"].type_name()));
+          fmt::format("the {}'s runs[{}].policy is {}, expected a string", what, i, a_json_type(runs[i]["policy"])));
   }
+  // The sections the check and the command read with json::value() too.
+  for (const char* section : {"device", "trace"}) {
+    if (doc.contains(section) && !doc[section].is_object())
+      throw InputError(
+          fmt::format("the {}'s \"{}\" is {}, expected an object", what, section, a_json_type(doc[section])));
+  }
+  if (doc.contains("device") && doc["device"].contains("kind") && !doc["device"]["kind"].is_string())
+    throw InputError(
+        fmt::format("the {}'s device.kind is {}, expected a string", what, a_json_type(doc["device"]["kind"])));
 }
 
 CheckOutcome check_results(const nlohmann::json& baseline, const nlohmann::json& current, const Thresholds& thresholds,

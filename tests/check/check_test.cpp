@@ -122,6 +122,11 @@ TEST(Check, RunsOfTheWrongShapeAreInputErrors) {
   };
   EXPECT_EQ(error(R"({"runs": [1]})"), "the baseline's runs[0] is a number, expected an object");
   EXPECT_EQ(error(R"({"runs": [{"policy": 7}]})"), "the baseline's runs[0].policy is a number, expected a string");
+  // The device and trace sections are read the same way (cmd_check's baseline_device too).
+  EXPECT_EQ(error(R"({"runs": [], "device": 5})"), "the baseline's \"device\" is a number, expected an object");
+  EXPECT_EQ(error(R"({"runs": [], "trace": []})"), "the baseline's \"trace\" is an array, expected an object");
+  EXPECT_EQ(error(R"({"runs": [], "device": {"kind": 7}})"),
+            "the baseline's device.kind is a number, expected a string");
 }
 
 TEST(Check, BadThresholdsNameTheArgument) {

@@ -33,6 +33,7 @@ TEST(MaxMemory, ATraceLargerThanTheBudgetIsRefusedInOneLineAndTheProcessStaysNea
   EXPECT_TRUE(is_one_line(refused.err)) << refused.err;
   EXPECT_NE(refused.err.find("32.00 MiB"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("--max-memory"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find(trace.string() + ": "), std::string::npos) << refused.err;
   // Heap stays under the budget; code, stacks and the allocator's own slack come on top.
   EXPECT_LT(refused.max_rss_bytes, (std::uint64_t{32} << 20) + (std::uint64_t{48} << 20) + kSanitizerAllowance);
 
@@ -40,6 +41,19 @@ TEST(MaxMemory, ATraceLargerThanTheBudgetIsRefusedInOneLineAndTheProcessStaysNea
   EXPECT_EQ(fits.status, 0) << fits.err;
   // nocache reserves exactly what is live: 600,000 x 512 bytes at the peak.
   EXPECT_NE(fits.out.find("292.97 MiB"), std::string::npos) << fits.out;
+}
+
+TEST(MaxMemory, ARunOutOfBudgetAfterReadingStillNamesTheTrace) {
+  // 300,000 live allocations: ~19 MB of text, read within ~64 MiB; the pytorch policy's replay
+  // of them takes the process past 80 MiB (Release: 104 MB resident unbounded). Whichever stage
+  // runs out, the message names the trace and the budget.
+  const fs::path trace = many_live_allocations(300'000);
+  const MeasuredRun run = run_fraglab_measured({"replay", trace.string(), "-p", "pytorch", "--max-memory", "80MiB"});
+  EXPECT_EQ(run.status, 2) << run.err;
+  EXPECT_TRUE(is_one_line(run.err)) << run.err;
+  EXPECT_NE(run.err.find(trace.string() + ": "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("memory budget of 80.00 MiB"), std::string::npos) << run.err;
+  EXPECT_LT(run.max_rss_bytes, (std::uint64_t{80} << 20) + (std::uint64_t{48} << 20) + kSanitizerAllowance);
 }
 
 TEST(MaxMemory, ASizeWithoutAUnitOrTooSmallIsAnError) {
