@@ -60,6 +60,22 @@ fuzz_for() {  # harness seconds new-corpus-dir artifact-dir
   }
 }
 
+# Fuzzes every harness for $1 seconds, FUZZ_JOBS at a time, into build-fuzz/$2/HARNESS (new
+# inputs) and build-fuzz/$2/crashes; fails when any found a crash, leak or timeout.
+fuzz_all() {  # seconds run-name
+  local seconds="$1" run="$2" status=0 pids=()
+  for h in "${harnesses[@]}"; do
+    fuzz_for "$h" "$seconds" "build-fuzz/$run/$h" "build-fuzz/$run/crashes" &
+    pids+=($!)
+    if [ ${#pids[@]} -ge "$jobs" ]; then
+      wait "${pids[0]}" || status=1
+      pids=("${pids[@]:1}")
+    fi
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  return "$status"
+}
+
 case "$mode" in
   build)
     configure build-fuzz
@@ -72,20 +88,9 @@ case "$mode" in
     for h in "${harnesses[@]}"; do replay_inputs "$h"; done
     echo "fuzz: every corpus and regression input passes"
     seconds="${SMOKE_SECONDS:-12}"
-    status=0
-    # Two at a time (FUZZ_JOBS): each harness fuzzes from a fresh scratch corpus.
-    pids=()
-    for h in "${harnesses[@]}"; do
-      rm -rf "build-fuzz/smoke/$h"
-      fuzz_for "$h" "$seconds" "build-fuzz/smoke/$h" build-fuzz/smoke/crashes &
-      pids+=($!)
-      if [ ${#pids[@]} -ge "$jobs" ]; then
-        wait "${pids[0]}" || status=1
-        pids=("${pids[@]:1}")
-      fi
-    done
-    for p in "${pids[@]}"; do wait "$p" || status=1; done
-    [ "$status" -eq 0 ] || exit 1
+    # Each harness fuzzes from a fresh scratch corpus.
+    for h in "${harnesses[@]}"; do rm -rf "build-fuzz/smoke/$h"; done
+    fuzz_all "$seconds" smoke || exit 1
     echo "fuzz: smoke passed (${#harnesses[@]} harnesses, ${seconds} s of fuzzing each, $((SECONDS - start)) s in all)"
     ;;
   campaign)
@@ -93,16 +98,7 @@ case "$mode" in
     configure build-fuzz
     mkdir -p build-fuzz/logs
     status=0
-    pids=()
-    for h in "${harnesses[@]}"; do
-      fuzz_for "$h" "$seconds" "build-fuzz/campaign/$h" build-fuzz/campaign/crashes &
-      pids+=($!)
-      if [ ${#pids[@]} -ge "$jobs" ]; then
-        wait "${pids[0]}" || status=1
-        pids=("${pids[@]:1}")
-      fi
-    done
-    for p in "${pids[@]}"; do wait "$p" || status=1; done
+    fuzz_all "$seconds" campaign || status=1
     for h in "${harnesses[@]}"; do
       grep -h "stat::number_of_executed_units\|stat::peak_rss_mb\|cov:" "build-fuzz/logs/$h-fuzz.log" |
         tail -n 3 | tr '\n' ' ' | sed "s/^/$h: /"

@@ -340,31 +340,6 @@ TEST(HostileReaders, DeviceIndicesBeyondIntAreRefusedNamingThem) {
 
 // ---- 5. out of memory while reading ----------------------------------------------------------------
 
-// `fraglab ARGS...` with its address space limited to `bytes` (RLIMIT_AS): every allocation beyond
-// it fails, as every one beyond --max-memory does. Exit status and stderr.
-std::pair<int, std::string> run_with_address_limit(const std::vector<std::string>& args, std::uint64_t bytes) {
-  const fs::path err_path = scratch_dir("hostile-readers") / "limited-err.txt";
-  const pid_t pid = ::fork();
-  if (pid < 0) return {-1, ""};
-  if (pid == 0) {
-    const struct rlimit limit { bytes, bytes };
-    ::setrlimit(RLIMIT_AS, &limit);
-    std::FILE* err = std::freopen(err_path.c_str(), "w", stderr);
-    std::FILE* out = std::freopen("/dev/null", "w", stdout);
-    if (!err || !out) ::_exit(126);
-    std::vector<std::string> copy = args;
-    std::string binary = FRAGLAB_BINARY;
-    std::vector<char*> argv{binary.data()};
-    for (std::string& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
-  }
-  int raw = 0;
-  if (::waitpid(pid, &raw, 0) != pid) return {-1, ""};
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(err_path)};
-}
-
 // A trace that needs more memory than the process may have: std::bad_alloc while inflating or
 // parsing becomes one line naming the file and the memory budget (before: a message that named no
 // file). Address-space limits do not mix with AddressSanitizer's shadow: skipped there.
@@ -384,11 +359,12 @@ TEST(HostileReaders, RunningOutOfMemoryWhileReadingIsAnInputErrorNamingTheFile) 
   for (int k = 1; k <= 600'000; ++k) text += "{\"op\":\"free\",\"id\":" + std::to_string(k) + "}\n";
   const fs::path parsed = write_input("needs-memory.jsonl", text);
   for (const fs::path& path : {inflated, parsed}) {
-    const auto [status, err] = run_with_address_limit({"inspect", path.string()}, 100 * MiB);
-    EXPECT_EQ(status, 2) << path << ": " << err;
-    EXPECT_TRUE(is_one_line(err)) << err;
-    EXPECT_NE(err.find(path.string() + ": reading it needs more memory than the memory budget of"), std::string::npos)
-        << err;
+    const MeasuredRun run = run_fraglab_measured({"inspect", path.string()}, {}, 100 * MiB);
+    EXPECT_EQ(run.status, 2) << path << ": " << run.err;
+    EXPECT_TRUE(is_one_line(run.err)) << run.err;
+    EXPECT_NE(run.err.find(path.string() + ": reading it needs more memory than the memory budget of"),
+              std::string::npos)
+        << run.err;
   }
 }
 

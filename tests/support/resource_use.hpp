@@ -49,7 +49,10 @@ inline constexpr std::uint64_t kSanitizerAllowance = FRAGLAB_ASAN_BUILD ? (std::
 inline constexpr double kSanitizerSlowdown = FRAGLAB_ASAN_BUILD ? 4.0 : 1.0;
 
 // Runs `fraglab ARGS...` (no shell), stdin from `stdin_path` (or /dev/null), and measures it.
-inline MeasuredRun run_fraglab_measured(const std::vector<std::string>& args, const fs::path& stdin_path = {}) {
+// `address_limit` (bytes, 0: none) caps the child's address space (RLIMIT_AS), so every allocation
+// beyond it fails: not under AddressSanitizer, whose shadow memory alone exceeds any such cap.
+inline MeasuredRun run_fraglab_measured(const std::vector<std::string>& args, const fs::path& stdin_path = {},
+                                        std::uint64_t address_limit = 0) {
   static int counter = 0;
   const fs::path dir = scratch_dir("measured");
   const fs::path out_path = dir / ("out-" + std::to_string(counter) + ".txt");
@@ -64,6 +67,10 @@ inline MeasuredRun run_fraglab_measured(const std::vector<std::string>& args, co
     const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (in_fd < 0 || out_fd < 0 || err_fd < 0) ::_exit(126);
+    if (address_limit != 0) {
+      const struct rlimit limit { address_limit, address_limit };
+      ::setrlimit(RLIMIT_AS, &limit);
+    }
     ::dup2(in_fd, STDIN_FILENO);
     ::dup2(out_fd, STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
