@@ -95,11 +95,14 @@ TEST(HostileNumbers, GenRefusesATraceTooLargeForTheMemoryBudgetBeforeBuildingIt)
   const std::string deep = write_file(
       "deep.json",
       R"({"family":"llama","layers":100000,"hidden":64,"heads":8,"ffn":64,"vocab":100,"max_positions":128})");
-  // 10^5 layers x 5 steps: about 10^9 events, ~134 GiB by the estimate; above any budget with
-  // --grad-accum 1024 as well (~5 x 10^16 bytes), so the second case holds on every machine.
+  // 10^5 layers x 5 steps: about 10^9 events, ~134 GiB by the estimate: refused under the default
+  // budget of a machine with less memory, and under a stated budget on any machine. With
+  // --grad-accum 1024 as well (~5 x 10^16 bytes) it is above any budget.
   if (default_memory_budget() < (Bytes{134} << 30)) {
     expect_refused(gen_args(deep, {"--steps", "5"}), {"5 steps", "100000 blocks", "memory budget"});
   }
+  expect_refused(gen_args(deep, {"--steps", "5", "--max-memory", "64GiB"}),
+                 {"5 steps", "100000 blocks", "memory budget of 64.00 GiB"});
   expect_refused(gen_args(deep, {"--steps", "5", "--grad-accum", "1024"}),
                  {"5 steps", "100000 blocks", "memory budget"});
 }
