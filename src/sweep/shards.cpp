@@ -5,7 +5,7 @@
 
 #include <map>
 #include <set>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "fraglab/seeded_hash.hpp"
 #include "fraglab/sweep.hpp"
@@ -26,6 +26,35 @@ std::string difference(const SweepMeta& a, const SweepMeta& b) {
   if (a.traces != b.traces) return fmt::format("traces ({} vs {})", traces_text(a.traces), traces_text(b.traces));
   if (a.device != b.device) return fmt::format("devices ({} vs {})", a.device, b.device);
   return {};
+}
+
+// Sets present[k] for every run k of the grid (trace-major: k = trace index * settings + setting
+// index) that a row holds: the row's trace name is the run's trace and its spec is the run's spec.
+// The setting is read off the row's knobs (one value per axis, in the grid's order) and then
+// checked against the spec, so a row whose knobs and spec disagree holds no run.
+void mark_present_runs(const SweepGrid& grid, const SweepMeta& meta, const std::vector<SweepRow>& rows,
+                       std::vector<bool>& present) {
+  const std::uint64_t setting_count = grid_size(grid);
+  std::unordered_map<std::string, std::vector<std::size_t>, SeededHash, std::equal_to<>> traces_named;
+  for (std::size_t t = 0; t < meta.traces.size(); ++t) traces_named[meta.traces[t].name].push_back(t);
+  // Per axis: value -> its index ("none" is the empty optional; values of an axis are distinct).
+  std::vector<std::map<std::optional<std::string>, std::uint64_t>> index_of(grid.axes.size());
+  for (std::size_t a = 0; a < grid.axes.size(); ++a) {
+    for (std::size_t v = 0; v < grid.axes[a].values.size(); ++v) index_of[a].emplace(grid.axes[a].values[v], v);
+  }
+  for (const SweepRow& row : rows) {
+    const auto named = traces_named.find(row.trace);
+    if (named == traces_named.end() || row.knobs.size() != grid.axes.size()) continue;
+    std::uint64_t setting = 0;
+    bool in_grid = true;
+    for (std::size_t a = 0; a < grid.axes.size() && in_grid; ++a) {
+      const auto it = index_of[a].find(row.knobs[a]);
+      in_grid = it != index_of[a].end();
+      if (in_grid) setting = setting * grid.axes[a].values.size() + it->second;
+    }
+    if (!in_grid || grid_setting(grid, setting).spec != row.spec) continue;
+    for (const std::size_t t : named->second) present[t * setting_count + setting] = true;
+  }
 }
 
 }  // namespace
@@ -122,16 +151,27 @@ ShardCheck check_shards(const std::vector<std::pair<std::string, std::optional<S
   // Every run of a shard given is there (a shard that was killed and not resumed lacks some).
   // Keyed by trace and spec: each trace's rows carry the device it ran on (a capacity from its
   // recorded oom differs from trace to trace), so the sweep's device option is not their key.
-  std::unordered_set<std::string, SeededHash, std::equal_to<>> have;
-  for (const SweepRow& row : rows) have.insert(row_key(row.trace, "", row.spec));
-  std::map<std::string, std::pair<std::size_t, std::string>> lacking;  // file -> count, first missing run
+  // The runs the rows hold are found from each row's own knob values (the setting's index), not by
+  // listing every run of the grid: the metadata may declare millions of runs a file does not hold,
+  // so the work here is one spec per row plus one per file that lacks runs.
+  std::vector<bool> present(runs, false);
+  mark_present_runs(grid, meta, rows, present);
+  std::vector<std::size_t> missing_runs(files.size(), 0), first_missing(files.size(), 0);
   for (std::size_t k = 0; k < runs; ++k) {
-    if (owner[k] == nullptr) continue;
-    const TraceIdentity& trace = meta.traces[k / setting_count];
-    const std::string spec = grid_setting(grid, k % setting_count).spec;
-    if (have.count(row_key(trace.name, "", spec)) != 0) continue;
-    auto& entry = lacking[owner[k]->first];
-    if (entry.first++ == 0) entry.second = fmt::format("trace {}, spec {}", trace.name, spec);
+    if (owner[k] == nullptr || present[k]) continue;
+    const auto file = static_cast<std::size_t>(owner[k] - files.data());
+    if (missing_runs[file]++ == 0) first_missing[file] = k;
+  }
+  std::map<std::string, std::pair<std::size_t, std::string>> lacking;  // file -> count, first missing run
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    if (missing_runs[f] == 0) continue;
+    auto& entry = lacking[files[f].first];
+    if (entry.first == 0) {
+      const std::size_t k = first_missing[f];
+      entry.second = fmt::format("trace {}, spec {}", meta.traces[k / setting_count].name,
+                                 grid_setting(grid, k % setting_count).spec);
+    }
+    entry.first += missing_runs[f];
   }
   for (const auto& [path, entry] : lacking) {
     out.problems.push_back(
