@@ -40,6 +40,10 @@ class PickleWriter;
 
 class SnapshotRecorder final : public ReplayObserver, public DeviceListener {
  public:
+  // device_traces holds one list per device up to the trace's: a device index beyond this is no
+  // CUDA device, and would make the pickle gigabytes of empty lists (snapshot() refuses it).
+  static constexpr std::uint32_t kMaxDevice = 4095;
+
   // Listen to `device` for the run: device.add_listener(&recorder) before it, remove after.
   explicit SnapshotRecorder(const Device& device) : device_(device) {}
 

@@ -80,6 +80,11 @@ int cmd_replay(int argc, char** argv) {
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
+  if (exporting && !trace.events.empty() && trace.events.front().device > SnapshotRecorder::kMaxDevice)
+    throw InputError(
+        fmt::format("{}: device {} is beyond {} (--export-snapshot writes a trace list for every device "
+                    "up to the trace's; expected a CUDA device index)",
+                    trace_path, trace.events.front().device, SnapshotRecorder::kMaxDevice));
   std::vector<std::string> skipped;
   if (default_policies) specs = default_policy_specs(trace, skipped);
   const DeviceChoice device = choose_device(device_option, trace);

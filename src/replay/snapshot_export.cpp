@@ -3,7 +3,10 @@
 // ../shared/traces/real show them.
 #include "fraglab/snapshot_export.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <stdexcept>
 
 #include "fraglab/pickle_writer.hpp"
 
@@ -154,6 +157,8 @@ std::string SnapshotRecorder::snapshot(const Policy& policy) const {
   std::map<Addr, const Live*> by_addr;
   for (const auto& [id, live] : live_) by_addr[live.block.addr] = &live;
 
+  if (device_index_ > kMaxDevice)
+    throw std::invalid_argument(fmt::format("snapshot export: device {} is beyond {}", device_index_, kMaxDevice));
   PickleWriter w;
   w.begin_dict();
   w.key("segments");

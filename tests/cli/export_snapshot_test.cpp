@@ -205,6 +205,17 @@ TEST(ExportSnapshot, BadInputIsOneLineAndExit2) {
   EXPECT_NE(two.err.find("exactly one -p"), std::string::npos) << two.err;
   EXPECT_EQ(std::count(two.err.begin(), two.err.end(), '\n'), 1) << two.err;
 
+  // A snapshot lists every device up to its own: device 100000 is refused, not written as
+  // 100000 empty lists.
+  const fs::path far = scratch_dir("export") / "far-device.jsonl";
+  write_text(far,
+             "{\"fraglab_trace\":1,\"name\":\"far\"}\n{\"op\":\"alloc\",\"id\":1,\"size\":512,\"device\":100000}\n");
+  const CommandResult device =
+      run_fraglab("replay " + far.string() + " -p pytorch --export-snapshot " + export_path("far").string());
+  EXPECT_EQ(device.status, 2);
+  EXPECT_NE(device.err.find("device 100000"), std::string::npos) << device.err;
+  EXPECT_EQ(std::count(device.err.begin(), device.err.end(), '\n'), 1) << device.err;
+
   const std::string unwritable = (scratch_dir("export") / "no-such-dir" / "out.pickle").string();
   const CommandResult bad = run_fraglab("replay " + trace + " -p pytorch --export-snapshot " + unwritable);
   EXPECT_EQ(bad.status, 2);
