@@ -16,6 +16,10 @@
 // its allocations appear as frees of addresses the trace never allocated, or as blocks still
 // active at the end. The reader rebuilds the start state from exactly that.
 //
+// For the pytorch policy, pending frees completed by a flush of the cache (an empty_cache(), or
+// the retry rung of a malloc) are written where PyTorch writes them, before the flush's segment
+// frees (allocator-model §5.3); the trace's own free_completed event then adds nothing.
+//
 // Not recorded (PyTorch does not record them either): empty_cache() calls (only their segment
 // frees), marks. An oom entry's size is the requested size, not PyTorch's rounded size: a
 // replay of either fails the same way.
@@ -81,6 +85,7 @@ class SnapshotRecorder final : public ReplayObserver, public DeviceListener {
     Block block;
     Bytes requested = 0;
     bool pending = false;                // free requested, not completed
+    std::uint64_t pending_since = 0;     // order of its free_requested among the pending ones
     std::optional<std::uint64_t> event;  // its alloc event; none for the start state
   };
   struct Call {
@@ -90,12 +95,21 @@ class SnapshotRecorder final : public ReplayObserver, public DeviceListener {
   };
   void add(Action action, Addr addr, Bytes size, StreamId stream, const Event& e, std::uint64_t index);
   void flush_calls(const Event& e, std::uint64_t index);
+  void complete_pending(const Event& e, std::uint64_t index);
   StreamId stream_of(Addr addr, StreamId fallback) const;
 
   const Device& device_;
   const Trace* trace_ = nullptr;
   std::uint32_t device_index_ = 0;
   bool started_ = false;
+  // PyTorch's allocator (a policy with snapshot settings): a flush of the cache (empty_cache(),
+  // and a malloc's last rung, which PyTorch counts as a retry) completes every pending free first
+  // and records their free_completed before its segment frees (allocator-model §5.3, §14.4).
+  const Policy* policy_ = nullptr;
+  bool flush_completes_pending_ = false;
+  std::uint64_t retries_seen_ = 0;
+  std::map<std::uint64_t, AllocId> pending_;  // by pending_since
+  std::uint64_t next_pending_ = 0;
   std::vector<Call> calls_;  // device calls of the event being served
   std::vector<Entry> entries_;
   std::unordered_map<AllocId, Live, SeededHash> live_;  // seeded: ids come from the trace

@@ -54,7 +54,8 @@ void SnapshotRecorder::on_device_call(DeviceCall call, Addr addr, Bytes size) {
 }
 
 void SnapshotRecorder::on_initial_block(const InitialAllocation& allocation, const Block& block) {
-  live_[allocation.id] = Live{block, allocation.requested, allocation.free_requested, std::nullopt};
+  live_[allocation.id] = Live{block, allocation.requested, allocation.free_requested, next_pending_, std::nullopt};
+  if (allocation.free_requested) pending_[next_pending_++] = allocation.id;
 }
 
 void SnapshotRecorder::on_start(const Trace& trace, const Policy& policy) {
@@ -62,6 +63,9 @@ void SnapshotRecorder::on_start(const Trace& trace, const Policy& policy) {
   started_ = true;
   calls_.clear();
   if (!trace.events.empty()) device_index_ = trace.events.front().device;
+  policy_ = &policy;
+  flush_completes_pending_ = policy.snapshot_settings().has_value();
+  retries_seen_ = policy.counters().num_alloc_retries;
   for (const SegmentView& s : policy.segments()) stream_at_[s.addr] = s.stream;
 }
 
@@ -105,6 +109,18 @@ void SnapshotRecorder::flush_calls(const Event& e, std::uint64_t index) {
   calls_.clear();
 }
 
+// §5.3 step 1: the flush synchronises every stream and completes every pending free, in the
+// order they were requested, before it releases anything.
+void SnapshotRecorder::complete_pending(const Event& e, std::uint64_t index) {
+  for (const auto& [since, id] : pending_) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    add(Action::FreeCompleted, it->second.block.addr, it->second.requested, it->second.block.stream, e, index);
+    live_.erase(it);
+  }
+  pending_.clear();
+}
+
 // Entries in PyTorch's order (allocator-model §11.5): segment actions a request needed come
 // before its alloc (or its oom, after the flush that failed to make room); free_requested comes
 // before anything the free released, free_completed when the block returns to the allocator.
@@ -113,10 +129,16 @@ void SnapshotRecorder::on_event(const ReplayPoint& point) {
   const std::uint64_t index = point.event_index;
   switch (e.op) {
     case Op::Alloc: {
+      if (flush_completes_pending_) {
+        // The retry rung flushed the cache (an OOM gets there too): its completions come first.
+        const std::uint64_t retries = policy_->counters().num_alloc_retries;
+        if (retries > retries_seen_) complete_pending(e, index);
+        retries_seen_ = retries;
+      }
       flush_calls(e, index);
       if (point.block) {
         add(Action::Alloc, point.block->addr, e.size, e.stream, e, index);
-        live_[e.id] = Live{*point.block, e.size, false, index};
+        live_[e.id] = Live{*point.block, e.size, false, 0, index};
       } else {
         // What cudaMemGetInfo reports after the failed attempt: validate reads the memory the
         // allocator could obtain as reserved + device_free.
@@ -136,17 +158,24 @@ void SnapshotRecorder::on_event(const ReplayPoint& point) {
       if (e.op != Op::FreeCompleted && !live.pending) {
         add(Action::FreeRequested, live.block.addr, live.requested, live.block.stream, e, index);
         live.pending = true;
+        live.pending_since = next_pending_;
+        pending_[next_pending_++] = e.id;
       }
       if (e.op == Op::FreeRequested) {
         flush_calls(e, index);
         break;
       }
       add(Action::FreeCompleted, live.block.addr, live.requested, live.block.stream, e, index);
-      flush_calls(e, index);
+      if (live.pending) pending_.erase(live.pending_since);
       live_.erase(it);
+      flush_calls(e, index);
       break;
     }
-    default:  // empty_cache: its segment frees only; marks and observed events: nothing
+    case Op::EmptyCache:  // no entry of its own: its completions and segment frees
+      if (flush_completes_pending_) complete_pending(e, index);
+      flush_calls(e, index);
+      break;
+    default:  // marks and observed events: nothing
       flush_calls(e, index);
       break;
   }

@@ -115,6 +115,30 @@ TEST(ExportSnapshot, OutOfMemoryRoundTrips) {
   EXPECT_EQ(report["ooms_recorded"], run["runs"][0]["num_ooms"]);
 }
 
+// A pending free on another stream completed by a cache flush: the retry rung of a malloc on a
+// 50 MiB device (the second 30 MiB request fits only once the first block's segment is freed),
+// and an empty_cache() (allocator-model §5.3).
+TEST(ExportSnapshot, FlushesOfPendingFreesRoundTrip) {
+  const fs::path retry = scratch_dir("export") / "retry.jsonl";
+  write_text(retry,
+             "{\"fraglab_trace\":1,\"name\":\"retry\"}\n"
+             "{\"op\":\"alloc\",\"id\":1,\"size\":31457280,\"stream\":1}\n"
+             "{\"op\":\"free_requested\",\"id\":1}\n"
+             "{\"op\":\"alloc\",\"id\":2,\"size\":31457280,\"stream\":0}\n"
+             "{\"op\":\"free_completed\",\"id\":1}\n"
+             "{\"op\":\"free\",\"id\":2}\n");
+  expect_round_trip({retry.string(), "pytorch", "--device sim:50MiB", ""}, "retry");
+  const fs::path flush = scratch_dir("export") / "flush.jsonl";
+  write_text(flush,
+             "{\"fraglab_trace\":1,\"name\":\"flush\"}\n"
+             "{\"op\":\"alloc\",\"id\":1,\"size\":1000,\"stream\":1}\n"
+             "{\"op\":\"free_requested\",\"id\":1}\n"
+             "{\"op\":\"empty_cache\"}\n"
+             "{\"op\":\"free_completed\",\"id\":1}\n"
+             "{\"op\":\"alloc\",\"id\":2,\"size\":1000,\"stream\":1}\n");
+  expect_round_trip({flush.string(), "pytorch", "", ""}, "flush");
+}
+
 TEST(ExportSnapshot, RealSnapshotsRoundTrip) {
   FRAGLAB_NEEDS_REAL_TRACE(kReal);
   int n = 0;

@@ -24,8 +24,8 @@ struct Exported {
   std::string pickle;
 };
 
-Exported export_run(const Trace& trace, const std::string& spec) {
-  PolicyOnDevice run(spec, device_spec(SimDeviceConfig{}));
+Exported export_run(const Trace& trace, const std::string& spec, Bytes capacity = 80ull << 30) {
+  PolicyOnDevice run(spec, device_spec(SimDeviceConfig{.capacity = capacity}));
   SnapshotRecorder recorder(run.device());
   run.device().add_listener(&recorder);
   run.run(trace, {}, {.extra = {&recorder}});
@@ -96,6 +96,43 @@ TEST(SnapshotRecorder, SegmentsAtTheEndCarryBlockStates) {
   EXPECT_EQ(settings.find("max_split_size")->integer, -1);  // no limit, as PyTorch writes SIZE_MAX
   EXPECT_FALSE(settings.find("expandable_segments")->boolean);
   EXPECT_EQ(settings.find("roundup_power2_divisions")->dict_size(), 16u);
+}
+
+// §5.3: a flush of the cache first completes every pending free. On 50 MiB, the second 30 MiB
+// request fits neither beside the first segment nor in it (its block is pending on stream 1), so
+// the malloc reaches the retry rung: the pending block completes, its segment is freed, and the
+// new segment is allocated. PyTorch records the completion there; the trace's own later
+// free_completed adds nothing.
+TEST(SnapshotRecorder, ARetryCompletesPendingFreesBeforeItsSegmentFrees) {
+  using A = SnapshotRecorder::Action;
+  Trace t;
+  t.name = "hand-built";
+  t.events = {alloc(1, 30 * kMiB, 1), with_op(Op::FreeRequested, 1), alloc(2, 30 * kMiB, 0),
+              with_op(Op::FreeCompleted, 1), with_op(Op::Free, 2)};
+  const auto e = export_run(t, "pytorch", 50 * kMiB).entries;
+  const A actions[] = {A::SegmentAlloc, A::Alloc, A::FreeRequested, A::FreeCompleted, A::SegmentFree,
+                       A::SegmentAlloc, A::Alloc, A::FreeRequested, A::FreeCompleted};
+  ASSERT_EQ(e.size(), std::size(actions));
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i].action, actions[i]) << i;
+  EXPECT_EQ(e[3].addr, e[1].addr);  // the completion is the pending block's
+  EXPECT_EQ(e[4].addr, e[0].addr);  // then its segment goes
+  EXPECT_EQ(e[4].stream, 1u);
+  EXPECT_EQ(e[8].addr, e[6].addr);
+}
+
+// §5.5: empty_cache() synchronises too: the pending block completes, then its segment is freed.
+TEST(SnapshotRecorder, EmptyCacheCompletesPendingFreesFirst) {
+  using A = SnapshotRecorder::Action;
+  Trace t;
+  t.name = "hand-built";
+  Event flush;
+  flush.op = Op::EmptyCache;
+  t.events = {alloc(1, 1000, 1), with_op(Op::FreeRequested, 1), flush, with_op(Op::FreeCompleted, 1)};
+  const auto e = export_run(t, "pytorch").entries;
+  const A actions[] = {A::SegmentAlloc, A::Alloc, A::FreeRequested, A::FreeCompleted, A::SegmentFree};
+  ASSERT_EQ(e.size(), std::size(actions));
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i].action, actions[i]) << i;
+  EXPECT_EQ(e[4].size, 2 * kMiB);
 }
 
 TEST(SnapshotRecorder, OtherPoliciesWriteNoAllocatorSettings) {
