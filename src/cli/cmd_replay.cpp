@@ -72,6 +72,8 @@ int cmd_replay(int argc, char** argv) {
   if (exporting && specs.size() != 1)
     throw InputError(fmt::format("--export-snapshot: expected exactly one -p SPEC (a snapshot records one run), got {}",
                                  specs.size()));
+  if (exporting && export_path == "-")
+    throw InputError("--export-snapshot -: expected a file path (the snapshot is a binary pickle, not for stdout)");
   std::ofstream export_file;
   if (exporting) {  // before the trace loads: a bad path fails at once
     export_file.open(export_path, std::ios::binary);

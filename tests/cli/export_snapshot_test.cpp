@@ -240,6 +240,10 @@ TEST(ExportSnapshot, BadInputIsOneLineAndExit2) {
   EXPECT_NE(device.err.find("device 100000"), std::string::npos) << device.err;
   EXPECT_EQ(std::count(device.err.begin(), device.err.end(), '\n'), 1) << device.err;
 
+  const CommandResult dash = run_fraglab("replay " + trace + " -p pytorch --export-snapshot -");
+  EXPECT_EQ(dash.status, 2);
+  EXPECT_NE(dash.err.find("--export-snapshot -: expected a file path"), std::string::npos) << dash.err;
+
   const std::string unwritable = (scratch_dir("export") / "no-such-dir" / "out.pickle").string();
   const CommandResult bad = run_fraglab("replay " + trace + " -p pytorch --export-snapshot " + unwritable);
   EXPECT_EQ(bad.status, 2);
