@@ -53,6 +53,20 @@ struct SegmentView {
   std::vector<Piece> blocks;  // address order
 };
 
+// The allocator settings a PyTorch memory snapshot of a run records (its `allocator_settings`,
+// allocator-model §10, §11.2), for exporting a simulated run as a snapshot. Only the pytorch
+// policy has them: other policies are no PYTORCH_CUDA_ALLOC_CONF setting.
+struct SnapshotSettings {
+  std::string conf;                     // PYTORCH_CUDA_ALLOC_CONF as given (fraglab-only keys left out)
+  std::optional<Bytes> max_split_size;  // nullopt: no limit (PyTorch records -1)
+  // Divisions per size interval: 1 MiB (everything below 2 MiB), 2 MiB, 4 MiB, ... 32768 MiB.
+  std::vector<std::uint64_t> roundup_power2_divisions;
+  double garbage_collection_threshold = 0;
+  bool expandable_segments = false;
+  Bytes max_non_split_rounding = 0;  // 0: PyTorch's default (not recorded)
+  Bytes large_segment_size = 0;      // 0: PyTorch's default (not recorded)
+};
+
 // A block of the start state whose size the trace does not record (an allocation live at the
 // start of a cut-off trace, freed before the dump: allocator-model §12.2), as far as the policy could
 // pin it down from the trace's own evidence.
@@ -111,6 +125,9 @@ class Policy {
   // After prepare(): one entry per initial allocation without a recorded block size, for
   // policies that infer them from the trace (pytorch); others return nothing.
   virtual std::vector<StartBlock> start_blocks() const { return {}; }
+  // What a PyTorch snapshot of this run would record as allocator_settings; nullopt for policies
+  // that are not PyTorch's allocator.
+  virtual std::optional<SnapshotSettings> snapshot_settings() const { return std::nullopt; }
   // The policy's own invariants (free lists sorted and coalesced, counters consistent with its
   // blocks, pages mapped iff used, ...), recomputed from its state: one line per broken one, none
   // when all hold. InvariantChecker calls it after every event (--check-invariants).

@@ -10,7 +10,8 @@ namespace {
 
 class PytorchPolicy final : public Policy {
  public:
-  PytorchPolicy(cca::Config config, Device& device) : allocator_(std::move(config), device) {}
+  PytorchPolicy(cca::Config config, Device& device, std::string options)
+      : allocator_(std::move(config), device), options_(std::move(options)) {}
 
   void prepare(const Trace& trace) override { allocator_.prepare(trace); }
   std::vector<std::optional<Block>> adopt(const InitialState& initial) override { return allocator_.adopt(initial); }
@@ -31,6 +32,7 @@ class PytorchPolicy final : public Policy {
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
   std::vector<std::string> notes() const override { return allocator_.config().notes; }
   std::vector<StartBlock> start_blocks() const override { return allocator_.start_blocks(); }
+  std::optional<SnapshotSettings> snapshot_settings() const override;
   std::vector<std::string> audit() const override {
     kit::AuditLog log("pytorch");
     allocator_.audit(log);
@@ -39,7 +41,28 @@ class PytorchPolicy final : public Policy {
 
  private:
   cca::CachingAllocator allocator_;
+  std::string options_;  // the spec's OPTIONS, as given
 };
+
+// What PyTorch 2.x's _memory_snapshot() writes under allocator_settings for this Config
+// (allocator-model §10); fraglab's snapshot reader rebuilds the same options from it.
+std::optional<SnapshotSettings> PytorchPolicy::snapshot_settings() const {
+  const cca::Config& c = allocator_.config();
+  SnapshotSettings s;
+  for (const OptionItem& item : split_options(options_, "pytorch")) {
+    // version and the memory fraction are fraglab's (an API call in PyTorch, not a setting).
+    if (item.key == "version" || item.key == "per_process_memory_fraction") continue;
+    s.conf += fmt::format("{}{}:{}", s.conf.empty() ? "" : ",", item.key, item.value);
+  }
+  if (c.max_split_size != cca::kUnlimited) s.max_split_size = c.max_split_size;
+  s.roundup_power2_divisions.assign(c.rounding.divisions.begin(), c.rounding.divisions.end());
+  s.garbage_collection_threshold = c.garbage_collection_threshold;
+  s.expandable_segments = c.expandable_segments;
+  if (cca::has_max_non_split_rounding(c.version) && c.max_non_split_rounding != cca::kLargeBuffer)
+    s.max_non_split_rounding = c.max_non_split_rounding;
+  if (c.large_segment_size != cca::kLargeBuffer) s.large_segment_size = c.large_segment_size;
+  return s;
+}
 
 const PolicyRegistration registration{PolicyInfo{
     "pytorch",
@@ -64,7 +87,7 @@ const PolicyRegistration registration{PolicyInfo{
         {"backend", "native", "native only (cudaMallocAsync: use the cuda_async policy)"},
     },
     [](std::string_view options, Device& device) -> std::unique_ptr<Policy> {
-      return std::make_unique<PytorchPolicy>(cca::parse_config(options), device);
+      return std::make_unique<PytorchPolicy>(cca::parse_config(options), device, std::string(options));
     }}};
 
 }  // namespace

@@ -1,5 +1,5 @@
 // fraglab replay TRACE [-p SPEC]... [--device ...] [--json FILE|-] [--timeline FILE] [--stats]
-//                [--check-invariants]
+//                [--check-invariants] [--export-snapshot FILE]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,13 +11,14 @@
 #include "cli/replay_progress.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/run_replay.hpp"
+#include "fraglab/snapshot_export.hpp"
 #include "fraglab/timeline.hpp"
 
 namespace fraglab::cli {
 
 int cmd_replay(int argc, char** argv) {
   po::options_description options("options");
-  std::string trace_path, device_spec, json_path, timeline_path, start_option;
+  std::string trace_path, device_spec, json_path, timeline_path, start_option, export_path;
   std::vector<std::string> specs;
   int device_index = -1;
   std::uint64_t timeline_every = 1;
@@ -42,7 +43,9 @@ int cmd_replay(int argc, char** argv) {
       "check-invariants",
       "check after every event that no live blocks overlap, blocks lie in reserved memory and are at least "
       "the request, and reserved <= capacity; exit 1 on a violation")(
-      "timing", "add replay time and events/s (not deterministic)");
+      "timing", "add replay time and events/s (not deterministic)")(
+      "export-snapshot", po::value(&export_path),
+      "write the run (one -p) as a PyTorch memory snapshot pickle to FILE, for memory_viz and `fraglab validate`");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -65,9 +68,25 @@ int cmd_replay(int argc, char** argv) {
   const DeviceSpec early_device = choose_device(device_option).device;
   for (const std::string& spec : specs) check_policy_spec(spec, early_device);
   check_start_state_option(start_option);
+  const bool exporting = vm.count("export-snapshot") > 0;
+  if (exporting && specs.size() != 1)
+    throw InputError(fmt::format("--export-snapshot: expected exactly one -p SPEC (a snapshot records one run), got {}",
+                                 specs.size()));
+  if (exporting && export_path == "-")
+    throw InputError("--export-snapshot -: expected a file path (the snapshot is a binary pickle, not for stdout)");
+  std::ofstream export_file;
+  if (exporting) {  // before the trace loads: a bad path fails at once
+    export_file.open(export_path, std::ios::binary);
+    if (!export_file) throw InputError(fmt::format("{}: cannot open for writing (--export-snapshot)", export_path));
+  }
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
+  if (exporting && !trace.events.empty() && trace.events.front().device > SnapshotRecorder::kMaxDevice)
+    throw InputError(
+        fmt::format("{}: device {} is beyond {} (--export-snapshot writes a trace list for every device "
+                    "up to the trace's; expected a CUDA device index)",
+                    trace_path, trace.events.front().device, SnapshotRecorder::kMaxDevice));
   std::vector<std::string> skipped;
   if (default_policies) specs = default_policy_specs(trace, skipped);
   const DeviceChoice device = choose_device(device_option, trace);
@@ -94,7 +113,19 @@ int cmd_replay(int argc, char** argv) {
     observers.check_invariants = vm.count("check-invariants") > 0;
     observers.timeline = writer.get();
     observers.progress = terminal_progress(spec);
-    results.push_back(run_replay(trace, spec, device.device, replay, observers));
+    if (!exporting) {
+      results.push_back(run_replay(trace, spec, device.device, replay, observers));
+      continue;
+    }
+    PolicyOnDevice run(spec, device.device);
+    SnapshotRecorder recorder(run.device());
+    run.device().add_listener(&recorder);
+    observers.extra.push_back(&recorder);
+    results.push_back(run.run(trace, replay, observers));
+    run.device().remove_listener(&recorder);
+    export_file << recorder.snapshot(run.policy());
+    export_file.close();
+    if (!export_file) throw InputError(fmt::format("{}: write failed (--export-snapshot)", export_path));
   }
   mark_recorded_settings(trace, results);
   warn_about_start(trace, results);
