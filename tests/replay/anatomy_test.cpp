@@ -84,6 +84,30 @@ TEST(Anatomy, StreamBoundIsRelativeToTheLatestRequestsStream) {
   EXPECT_EQ(a.other, 0);
 }
 
+// cuda_async (the model in policies/cuda_async/cuda_async.cpp; 2 MiB pages): 1 MiB on stream 0
+// maps the first page, its plain free leaves it pending on stream 0 until a synchronisation; a
+// 2 MiB request on stream 5 may not reuse it, so the pool grows at the top, starting in the free
+// (shared) run touching it: [1 MiB, 3 MiB) — a second page mapped, reserved 4 MiB. Free: the
+// first 1 MiB, stream 0's (stream-bound for stream 5), and [3 MiB, 4 MiB) of the new page, usable.
+TEST(Anatomy, CudaAsyncPendingFreesOfAnotherStreamAreStreamBound) {
+  const Trace trace = parse_jsonl(
+      "{\"fraglab_trace\":1,\"name\":\"async\"}\n"
+      "{\"op\":\"alloc\",\"id\":1,\"size\":1048576}\n"
+      "{\"op\":\"free\",\"id\":1}\n"
+      "{\"op\":\"alloc\",\"id\":2,\"size\":2097152,\"stream\":5}\n",
+      "async");
+  const ReplayResult r = with_anatomy(trace, "cuda_async");
+  ASSERT_TRUE(r.anatomy_at_peak.has_value());
+  const Anatomy& a = *r.anatomy_at_peak;
+  EXPECT_EQ(a.event, 2);
+  EXPECT_EQ(a.reserved, 4 * MiB);
+  EXPECT_EQ(a.requested, 2 * MiB);
+  EXPECT_EQ(a.rounding, 0u);
+  EXPECT_EQ(a.stream_bound, 1 * MiB);
+  EXPECT_EQ(a.cached_free_usable, 1 * MiB);
+  EXPECT_EQ(a.other, 0);
+}
+
 // At the start nothing has been requested: the anatomy of an empty device is all zero, at event -1.
 TEST(Anatomy, ATraceThatNeverReservesHasItsPeakAtTheStart) {
   Trace trace;
