@@ -12,8 +12,12 @@
 //                    classifies them relative to a reference stream (below);
 //  other             reserved bytes that are neither held blocks nor free pieces of a segment: what
 //                    the device maps for the policy outside its segment listing (each policy
-//                    family's content is in the README). Signed: a negative value would mean the
-//                    policy lists held bytes as free, which the property tests rule out.
+//                    family's content is in the README). Signed: it is negative when the policy
+//                    lists held bytes as free (a bug: InvariantChecker's invariant 7), or after a
+//                    cache flush that completed pending frees early (PyTorch synchronises every
+//                    stream on its retry and on empty_cache, allocator-model §5.3): until the
+//                    trace's free_completed, such a block counts in requested and rounding while
+//                    the policy already lists it as free or has released it.
 //
 // The reference stream is the stream of the latest alloc request at or before the point (served
 // or not): "stream-bound" bytes are the free bytes that request could not have used because they
