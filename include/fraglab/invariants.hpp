@@ -6,7 +6,10 @@
 //  3. a block is at least as large as the request;
 //  4. reserved memory never exceeds the device's capacity;
 //  5. the policy's num_ooms counts exactly the allocations that failed;
-//  6. the policy's own invariants hold: Policy::audit() finds nothing, after every event.
+//  6. the policy's own invariants hold: Policy::audit() finds nothing, after every event;
+//  7. the fragmentation anatomy adds up (fraglab/anatomy.hpp): the held blocks and the free pieces
+//     the policy lists fit in what it reserves (`other` ≥ 0), save the blocks a flush freed early
+//     (below), which the replay still counts as held.
 // A block is live from its alloc until its free *completes*, with one exception: once the policy
 // flushes its cache (num_alloc_retries grows) or the trace calls empty_cache, blocks whose free
 // was requested are free, because PyTorch synchronises every stream first there (allocator-model §5.3)
@@ -19,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fraglab/anatomy.hpp"
 #include "fraglab/device.hpp"
 #include "fraglab/replay.hpp"
 #include "fraglab/seeded_hash.hpp"
@@ -74,6 +78,11 @@ class InvariantChecker final : public ReplayObserver, public DeviceListener {
     Bytes size;
   };
   std::vector<Release> pending_releases_;  // device frees/unmaps during the current event
+  AnatomyCounters anatomy_;
+  // Blocks whose free a flush completed early (see above), by id: the replay holds them until the
+  // trace's free completes, while the policy may list them as free or have released them.
+  std::unordered_map<AllocId, Bytes, SeededHash> flushed_early_;
+  Bytes flushed_early_bytes_ = 0;
   std::uint64_t violation_count_ = 0;
   std::vector<std::string> violations_;
 };

@@ -67,6 +67,24 @@ struct SnapshotSettings {
   Bytes large_segment_size = 0;      // 0: PyTorch's default (not recorded)
 };
 
+// A policy's free cached bytes (the free pieces of its segments) split by who could use them,
+// relative to a reference stream (fraglab/anatomy.hpp). Each free byte is in exactly one part.
+struct FreeAnatomy {
+  Bytes usable = 0;           // a request of the reference stream (and its pool) could use them
+  Bytes stream_bound = 0;     // only requests of another stream can use them
+  Bytes oversize_locked = 0;  // in blocks too large to be split for a smaller request
+  Bytes small_pool = 0;       // in small-pool segments, which large requests cannot use
+  std::uint64_t pieces = 0;   // pieces walked to classify them (the cost, for budgets)
+  Bytes total() const { return usable + stream_bound + oversize_locked + small_pool; }
+};
+
+// The default classification, from a segment listing: free pieces of segments whose pool is
+// "small" are small_pool, every other free piece is usable (streams share the segments). With
+// `own_stream` (a policy whose segments belong to one stream), free pieces of segments of another
+// stream are stream_bound first.
+FreeAnatomy classify_free_pieces(const std::vector<SegmentView>& segments,
+                                 std::optional<StreamId> own_stream = std::nullopt);
+
 // A block of the start state whose size the trace does not record (an allocation live at the
 // start of a cut-off trace, freed before the dump: allocator-model §12.2), as far as the policy could
 // pin it down from the trace's own evidence.
@@ -118,6 +136,11 @@ class Policy {
   // Policy-specific statistics in a stable order, e.g. PyTorch's memory_stats() keys.
   virtual std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const { return {}; }
   virtual std::vector<SegmentView> segments() const { return {}; }
+  // The free bytes of segments() classified relative to the stream of the latest request
+  // (nullopt: none yet), for the fragmentation anatomy (fraglab/anatomy.hpp). The default is
+  // classify_free_pieces(segments()): policies with per-stream pools or unsplittable blocks
+  // override it.
+  virtual FreeAnatomy free_anatomy(std::optional<StreamId> stream) const;
   // One line on the last out-of-memory, in the policy's own words (PyTorch's message text).
   virtual std::string last_oom_message() const { return {}; }
   // Remarks on how the options were taken (accepted options that change nothing, assumptions).

@@ -20,7 +20,10 @@ namespace fraglab {
 //              until its free *completes*;
 //  allocated = bytes of the blocks handed out (after the policy's rounding), from alloc until
 //              the free is *requested* (PyTorch's allocated_bytes);
-//  reserved  = bytes the device has mapped for the policy (measured by the Device).
+//  reserved  = bytes the device has mapped for the policy (measured by the Device);
+//  held      = bytes of the blocks held for the program, from alloc until the free *completes*
+//              (live blocks and blocks whose free is pending): the fragmentation anatomy's
+//              rounding is held − requested (fraglab/anatomy.hpp).
 struct Metrics {
   Bytes peak_requested = 0;
   Bytes peak_allocated = 0;
@@ -56,6 +59,7 @@ struct ReplayPoint {
   Bytes requested = 0;
   Bytes allocated = 0;
   Bytes reserved = 0;
+  Bytes held = 0;
   // For alloc events: the block handed out (nullopt on OOM or for other ops).
   const Block* block = nullptr;
 };
@@ -69,6 +73,26 @@ class ReplayObserver {
   virtual void on_start(const Trace& /*trace*/, const Policy& /*policy*/) {}
   virtual void on_event(const ReplayPoint& point) = 0;
   virtual void on_finish() {}
+};
+
+// The fragmentation anatomy at one point (fraglab/anatomy.hpp has the definitions): the parts add
+// up to reserved − requested exactly.
+struct Anatomy {
+  std::int64_t event = -1;  // the event after which it was taken; -1 = the start
+  Bytes reserved = 0;
+  Bytes requested = 0;
+  Bytes rounding = 0;
+  Bytes cached_free_usable = 0;
+  Bytes stream_bound = 0;
+  Bytes oversize_locked = 0;
+  Bytes small_pool = 0;
+  std::int64_t other = 0;
+  // reserved − requested, which the parts add up to.
+  std::int64_t gap() const { return static_cast<std::int64_t>(reserved) - static_cast<std::int64_t>(requested); }
+  std::int64_t sum_of_parts() const {
+    return static_cast<std::int64_t>(rounding + cached_free_usable + stream_bound + oversize_locked + small_pool) +
+           other;
+  }
 };
 
 // Where a replay of a trace that begins mid-run starts (README "What-if answers on a snapshot").
@@ -103,6 +127,8 @@ struct ReplayResult {
   // Set when the run was watched by an InvariantChecker: how many violations, and the first few.
   std::optional<std::uint64_t> invariant_violations;
   std::vector<std::string> invariant_messages;
+  // Set when asked for (ReplayObservers::anatomy): the anatomy after Metrics::peak_reserved_event.
+  std::optional<Anatomy> anatomy_at_peak;
 };
 
 class Replayer {

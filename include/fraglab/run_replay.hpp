@@ -37,6 +37,10 @@ struct ReplayObservers {
   std::uint64_t progress_every = std::uint64_t{1} << 16;
   // Anything else that watches the run (a profile recorder, validation's call recorder).
   std::vector<ReplayObserver*> extra = {};
+  // Compute ReplayResult::anatomy_at_peak (fraglab/anatomy.hpp): an observer that recomputes it at
+  // each new peak of reserved, within a budget linear in the events; past it, a second replay of
+  // the trace stops to look at the peak event. Off for sweeps (they do not report it).
+  bool anatomy = false;
 };
 
 // A policy on its own fresh device, built from their descriptions, for the callers that need
@@ -55,6 +59,7 @@ class PolicyOnDevice {
 
  private:
   std::string spec_;
+  DeviceSpec device_spec_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<Policy> policy_;
 };

@@ -211,6 +211,20 @@ class CudaAsyncPolicy final : public kit::RetryingPolicy {
     }
     return pages_.segments(std::move(blocks), space_.all(), "async_pool");
   }
+  // Free mapped bytes the latest request's stream may reuse now are usable; those it may not before
+  // the next synchronisation point (another stream's plain frees, completed deferred frees awaiting
+  // a sync: stream_free_space.hpp) are stream-bound.
+  FreeAnatomy free_anatomy(std::optional<StreamId> stream) const override {
+    FreeAnatomy out = classify_free_pieces(segments());
+    if (!stream) return out;
+    for (const FreeRanges* ranges : space_.restricted_for(*stream)) {
+      const FreeAnatomy bound = classify_free_pieces(pages_.segments({}, *ranges, "async_pool"));
+      out.usable -= bound.usable;
+      out.stream_bound += bound.usable;
+      out.pieces += bound.pieces;
+    }
+    return out;
+  }
 
  private:
   enum class Reuse { StreamOrder, WaitOnOtherStreams };

@@ -164,6 +164,14 @@ bool StreamFreeSpace::take(Addr addr, Bytes size, StreamId stream, Source source
   return waited;
 }
 
+std::vector<const FreeRanges*> StreamFreeSpace::restricted_for(StreamId stream) const {
+  std::vector<const FreeRanges*> out{&awaiting_};
+  for (const Pending& p : pending_) {
+    if (p.stream != stream) out.push_back(&p.ranges);
+  }
+  return out;
+}
+
 Bytes StreamFreeSpace::pending_bytes() const {
   Bytes bytes = 0;
   for (const Pending& p : pending_) bytes += p.ranges.total();

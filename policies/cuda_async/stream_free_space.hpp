@@ -69,6 +69,9 @@ class StreamFreeSpace {
   const FreeRanges& all() const { return all_; }
   Bytes pending_bytes() const;  // on any stream
   Bytes awaiting_sync_bytes() const { return awaiting_.total(); }
+  // The free bytes `stream` may not reuse before the next synchronisation point, one set per kind:
+  // those awaiting sync and every other stream's pending bytes (pairwise disjoint subsets of all()).
+  std::vector<const FreeRanges*> restricted_for(StreamId stream) const;
   // Checks the invariants above: each set coalesced and indexed, the kinds disjoint and together
   // exactly all_.
   void audit(kit::AuditLog& log) const;

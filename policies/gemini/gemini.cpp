@@ -197,6 +197,18 @@ class GeminiPolicy final : public Policy {
     return out;
   }
 
+  // The inner policy's own classification of its segments, plus the chunks' idle bytes: free space
+  // in a chunk (or a cached chunk) is there for the tensors the plan puts in it, on any stream.
+  FreeAnatomy free_anatomy(std::optional<StreamId> stream) const override {
+    FreeAnatomy out = inner_->free_anatomy(stream);
+    if (store_) {
+      const FreeAnatomy chunks = classify_free_pieces(store_->segments());
+      out.usable += chunks.usable;
+      out.pieces += chunks.pieces;
+    }
+    return out;
+  }
+
   std::vector<std::string> notes() const override {
     std::vector<std::string> out;
     if (search_) {

@@ -63,6 +63,11 @@ class GmlakePolicy final : public Policy {
     return allocator_.detailed_stats();
   }
   std::vector<SegmentView> segments() const override { return allocator_.segments(); }
+  // Both pools keep PyTorch's per-stream rule (a request reuses only its stream's pBlocks and
+  // small blocks): free pieces of another stream are stream-bound, the small pool's small_pool.
+  FreeAnatomy free_anatomy(std::optional<StreamId> stream) const override {
+    return classify_free_pieces(allocator_.segments(), stream);
+  }
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
   std::vector<std::string> audit() const override {
     try {

@@ -59,6 +59,8 @@ class CachingAllocator {
   const Config& config() const { return config_; }
   const std::string& last_oom_message() const { return last_oom_; }
   std::vector<SegmentView> segments() const;
+  // anatomy.cpp: the free cached bytes split for the fragmentation anatomy (fraglab/anatomy.hpp).
+  FreeAnatomy free_anatomy(std::optional<StreamId> stream) const;
   Bytes total_allocated_memory() const { return total_; }
   std::optional<Bytes> allowed_memory_maximum() const { return allowed_; }
   // audit.cpp: recomputes the invariants above from the nodes.

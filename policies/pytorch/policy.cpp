@@ -29,6 +29,7 @@ class PytorchPolicy final : public Policy {
     return allocator_.stats().listing(cca::has_requested_bytes_stat(allocator_.config().version));
   }
   std::vector<SegmentView> segments() const override { return allocator_.segments(); }
+  FreeAnatomy free_anatomy(std::optional<StreamId> stream) const override { return allocator_.free_anatomy(stream); }
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }
   std::vector<std::string> notes() const override { return allocator_.config().notes; }
   std::vector<StartBlock> start_blocks() const override { return allocator_.start_blocks(); }

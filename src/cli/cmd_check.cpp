@@ -160,7 +160,9 @@ int cmd_check(int argc, char** argv) {
       choice.label = "sim";  // not the spec rebuilt from the baseline's bytes
     }
     std::vector<ReplayResult> runs;
-    const ReplayObservers observers{.check_invariants = vm.count("check-invariants") > 0};
+    // A baseline is the results JSON `replay --json` writes, anatomy included; a comparison gates
+    // on other metrics and skips it.
+    const ReplayObservers observers{.check_invariants = vm.count("check-invariants") > 0, .anatomy = update};
     for (const std::string& spec : specs) runs.push_back(run_replay(trace, spec, choice.device, replay, observers));
     invariants_broken = report_invariant_violations(runs);
     mark_recorded_settings(trace, runs);

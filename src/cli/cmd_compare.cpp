@@ -30,6 +30,9 @@ int cmd_compare(int argc, char** argv) {
       "json", po::value(&json_path),
       "write the results JSON (with lower_bound_bytes and overheads) to FILE (- for stdout)")(
       "stats", "add each policy's detailed statistics to the JSON")(
+      "anatomy",
+      "also print each run's fragmentation anatomy at its peak: reserved - requested split into rounding, usable "
+      "cached free, stream-bound, oversize-locked, small-pool and other bytes")(
       "check-invariants", "check every replay with the invariant checker; exit 1 on a violation")(
       "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
       "timing", "add each run's replay time in seconds (not deterministic)")(
@@ -38,7 +41,7 @@ int cmd_compare(int argc, char** argv) {
   positional.add("trace", 1);
   po::variables_map vm;
   const std::string usage =
-      "usage: fraglab compare TRACE [-p SPEC]... [--device sim:80GiB] [--json FILE|-]\n"
+      "usage: fraglab compare TRACE [-p SPEC]... [--device sim:80GiB] [--json FILE|-] [--anatomy]\n"
       "Replays TRACE through every policy (or those given) on identical fresh devices and prints them side by\n"
       "side, sorted by peak reserved (runs that hit OOM last), with the lower bound no policy can beat:\n"
       "peak requested bytes. over_bound = peak_reserved / lower_bound - 1.";
@@ -72,6 +75,7 @@ int cmd_compare(int argc, char** argv) {
     ReplayObservers observers;
     observers.check_invariants = vm.count("check-invariants") > 0;
     observers.progress = terminal_progress(spec);
+    observers.anatomy = !json_path.empty() || vm.count("anatomy") > 0;
     runs.push_back(run_replay(trace, spec, device.device, replay, observers));
   }
   mark_recorded_settings(trace, runs);
@@ -90,6 +94,11 @@ int cmd_compare(int argc, char** argv) {
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,
                              summary.allocs, describe_choice(device), start_state_header(trace, replay.start_state));
     std::cout << compare_table(summary, runs, report);
+    if (vm.count("anatomy") > 0) {
+      std::cout << "\nanatomy at the peak (README \"Fragmentation anatomy\"): reserved - requested = rounding + "
+                   "free_usable + stream_bound + oversize + small_pool + other\n";
+      std::cout << anatomy_table(runs);
+    }
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {
       if (!r.ooms.empty()) {

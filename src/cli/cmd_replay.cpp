@@ -1,4 +1,4 @@
-// fraglab replay TRACE [-p SPEC]... [--device ...] [--json FILE|-] [--timeline FILE] [--stats]
+// fraglab replay TRACE [-p SPEC]... [--device ...] [--json FILE|-] [--timeline FILE [--timeline-anatomy]] [--stats]
 //                [--check-invariants] [--export-snapshot FILE]
 #include <fmt/format.h>
 
@@ -37,6 +37,8 @@ int cmd_replay(int argc, char** argv) {
       "json", po::value(&json_path), "write the results JSON to FILE (- for stdout)")(
       "timeline", po::value(&timeline_path), "write a CSV timeline (one row per event) to FILE")(
       "timeline-every", po::value(&timeline_every), "sample the timeline every N events (segment changes always kept)")(
+      "timeline-anatomy",
+      "add the fragmentation anatomy's six parts to every timeline row (README \"Fragmentation anatomy\")")(
       "stats", "print the policy's detailed statistics (torch.cuda.memory_stats() names for pytorch)")(
       "stop-on-oom", "end a replay at its first out-of-memory")(
       "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
@@ -79,6 +81,8 @@ int cmd_replay(int argc, char** argv) {
     export_file.open(export_path, std::ios::binary);
     if (!export_file) throw InputError(fmt::format("{}: cannot open for writing (--export-snapshot)", export_path));
   }
+  const bool timeline_anatomy = vm.count("timeline-anatomy") > 0;
+  if (timeline_anatomy && timeline_path.empty()) throw InputError("--timeline-anatomy: expected --timeline FILE too");
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
@@ -103,16 +107,17 @@ int cmd_replay(int argc, char** argv) {
   if (!timeline_path.empty()) {
     timeline.open(timeline_path, std::ios::binary);
     if (!timeline) throw InputError(fmt::format("{}: cannot open for writing", timeline_path));
-    TimelineWriter::write_header(timeline);
+    TimelineWriter::write_header(timeline, timeline_anatomy);
   }
   std::vector<ReplayResult> results;
   for (const std::string& spec : specs) {
     std::unique_ptr<TimelineWriter> writer;
-    if (timeline.is_open()) writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every);
+    if (timeline.is_open()) writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every, timeline_anatomy);
     ReplayObservers observers;
     observers.check_invariants = vm.count("check-invariants") > 0;
     observers.timeline = writer.get();
     observers.progress = terminal_progress(spec);
+    observers.anatomy = !json_path.empty();  // only the JSON shows it
     if (!exporting) {
       results.push_back(run_replay(trace, spec, device.device, replay, observers));
       continue;

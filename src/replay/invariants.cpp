@@ -91,9 +91,17 @@ void InvariantChecker::on_device_call(DeviceCall call, Addr addr, Bytes size) {
 
 void InvariantChecker::on_event(const ReplayPoint& p) {
   const Event& e = *p.event;
+  const std::uint64_t violations_before = violation_count_;
   event_ = p.event;
   event_index_ = p.event_index;
-  if (e.op == Op::Free || e.op == Op::FreeCompleted) remove_block(e.id);
+  anatomy_.on_event(p);
+  if (e.op == Op::Free || e.op == Op::FreeCompleted) {
+    remove_block(e.id);
+    if (auto it = flushed_early_.find(e.id); it != flushed_early_.end()) {
+      flushed_early_bytes_ -= it->second;
+      flushed_early_.erase(it);
+    }
+  }
   if (e.op == Op::FreeRequested) {
     auto it = address_of_.find(e.id);
     if (it != address_of_.end()) by_address_[it->second].free_requested = true;
@@ -105,6 +113,8 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
     // The flush synchronised every stream: blocks awaiting free completion are free from now on.
     for (auto it = by_address_.begin(); it != by_address_.end();) {
       if (it->second.free_requested) {
+        flushed_early_[it->second.id] = it->second.block.size;
+        flushed_early_bytes_ += it->second.block.size;
         address_of_.erase(it->second.id);
         it = by_address_.erase(it);
       } else {
@@ -133,6 +143,17 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
     violation(fmt::format("the policy counts {} out-of-memory failures, the replay saw {}", counted, ooms_seen_));
   }
   audit_policy();
+  // 7.: reserved − held − listed free pieces, the anatomy's `other`. Not after another finding on
+  // the same event: memory released under a live block breaks it too, and one line says it.
+  if (violation_count_ != violations_before) return;
+  const Anatomy a = anatomy_of(*policy_, AnatomyInput{static_cast<std::int64_t>(p.event_index), p.reserved, p.requested,
+                                                      p.held, anatomy_.stream()});
+  if (a.other + static_cast<std::int64_t>(flushed_early_bytes_) < 0) {
+    violation(
+        fmt::format("the held blocks ({} bytes) and the free pieces the policy lists ({} bytes) exceed the {} "
+                    "bytes reserved",
+                    p.held, a.cached_free_usable + a.stream_bound + a.oversize_locked + a.small_pool, p.reserved));
+  }
 }
 
 void InvariantChecker::on_finish() {

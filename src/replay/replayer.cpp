@@ -4,6 +4,7 @@
 // Invariants during the loop:
 //  - requested = Σ requested bytes of live allocations (alloc .. free completed);
 //  - allocated = Σ block sizes of live allocations whose free was not yet requested;
+//  - held = Σ block sizes of live allocations (alloc .. free completed);
 //  - an allocation that hit OOM is remembered so its later frees are ignored.
 #include "fraglab/replay.hpp"
 #include "fraglab/seeded_hash.hpp"
@@ -75,6 +76,7 @@ ReplayResult Replayer::run(std::string policy_spec) {
   LiveTable live(trace_);
   Bytes requested = 0;
   Bytes allocated = 0;
+  Bytes held = 0;
   result.start_state = options_.start_state;
   const std::vector<std::optional<Block>> initial_blocks = options_.start_state == StartState::Cold
                                                                ? policy_.allocate_initial(trace_.initial)
@@ -93,6 +95,7 @@ ReplayResult Replayer::run(std::string policy_spec) {
     for (ReplayObserver* o : observers_) o->on_initial_block(a, slot.block);
     slot.free_requested = a.free_requested;
     requested += a.requested;
+    held += slot.block.size;
     if (!a.free_requested) allocated += slot.block.size;
   }
   const std::uint64_t device_allocs_at_start = device_.device_allocs();
@@ -125,6 +128,7 @@ ReplayResult Replayer::run(std::string policy_spec) {
         handed_out = &slot.block;
         requested += e.size;
         allocated += block->size;
+        held += block->size;
         break;
       }
       case Op::Free:
@@ -148,6 +152,7 @@ ReplayResult Replayer::run(std::string policy_spec) {
           else
             policy_.free_completed(slot->block);
           requested -= slot->block.requested;
+          held -= slot->block.size;
           live.erase(e.id);
         }
         break;
@@ -177,7 +182,7 @@ ReplayResult Replayer::run(std::string policy_spec) {
     m.peak_requested = std::max(m.peak_requested, requested);
     m.peak_allocated = std::max(m.peak_allocated, allocated);
     if (!observers_.empty()) {
-      const ReplayPoint point{index, &e, requested, allocated, reserved, handed_out};
+      const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out};
       for (ReplayObserver* o : observers_) o->on_event(point);
     }
     if (!result.ooms.empty() && options_.stop_on_oom && e.op == Op::Alloc && handed_out == nullptr) {

@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "fraglab/anatomy.hpp"
 #include "fraglab/invariants.hpp"
 #include "fraglab/timeline.hpp"
 
@@ -32,7 +33,10 @@ class ProgressObserver final : public ReplayObserver {
 }  // namespace
 
 PolicyOnDevice::PolicyOnDevice(std::string_view policy_spec, const DeviceSpec& device)
-    : spec_(policy_spec), device_(make_device(device)), policy_(create_policy(policy_spec, *device_)) {}
+    : spec_(policy_spec),
+      device_spec_(device),
+      device_(make_device(device)),
+      policy_(create_policy(policy_spec, *device_)) {}
 
 ReplayResult PolicyOnDevice::run(const Trace& trace, const ReplayOptions& options, const ReplayObservers& observers) {
   Replayer replayer(trace, *policy_, *device_, options);
@@ -43,8 +47,22 @@ ReplayResult PolicyOnDevice::run(const Trace& trace, const ReplayOptions& option
   if (observers.check_invariants) replayer.add_observer(&checker.emplace(*device_));
   std::optional<ProgressObserver> progress;
   if (observers.progress) replayer.add_observer(&progress.emplace(observers.progress, observers.progress_every));
+  std::optional<AnatomyAtPeak> anatomy;
+  if (observers.anatomy) replayer.add_observer(&anatomy.emplace(*device_));
 
   ReplayResult result = replayer.run(spec_);
+  if (anatomy && !anatomy->stale()) {
+    result.anatomy_at_peak = anatomy->anatomy();
+  } else if (anatomy) {
+    // Too many new peaks to look at each: the replay is deterministic, so a second one on a fresh
+    // policy and device reaches the same state at the peak event.
+    PolicyOnDevice again(spec_, device_spec_);
+    AnatomyAtEvent at_peak(*again.device_, result.metrics.peak_reserved_event);
+    ReplayObservers only_anatomy;
+    only_anatomy.extra.push_back(&at_peak);
+    again.run(trace, options, only_anatomy);
+    result.anatomy_at_peak = at_peak.anatomy();
+  }
   if (checker) {
     result.invariant_violations = checker->violation_count();
     result.invariant_messages = checker->violations();

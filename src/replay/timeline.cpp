@@ -18,15 +18,25 @@ std::string csv_quote(const std::string& text) {
 }
 }  // namespace
 
-TimelineWriter::TimelineWriter(std::ostream& out, const std::string& policy, std::uint64_t every)
-    : out_(out), policy_(csv_quote(policy)), every_(std::max<std::uint64_t>(every, 1)) {}
+TimelineWriter::TimelineWriter(std::ostream& out, const std::string& policy, std::uint64_t every, bool anatomy)
+    : out_(out), policy_(csv_quote(policy)), every_(std::max<std::uint64_t>(every, 1)), anatomy_(anatomy) {}
 
-void TimelineWriter::write_header(std::ostream& out) {
-  out << "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step\n";
+void TimelineWriter::write_header(std::ostream& out, bool anatomy) {
+  out << "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step";
+  if (anatomy) {
+    out << ",rounding_bytes,cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,"
+           "other_bytes";
+  }
+  out << '\n';
 }
 
-void TimelineWriter::on_start(const Trace& trace, const Policy& /*policy*/) {
+void TimelineWriter::on_initial_block(const InitialAllocation& /*allocation*/, const Block& block) {
+  counters_.on_initial_block(block);
+}
+
+void TimelineWriter::on_start(const Trace& trace, const Policy& policy) {
   trace_ = &trace;
+  policy_obj_ = &policy;
   auto it = std::find(trace.strings.begin(), trace.strings.end(), "step");
   step_label_ = it == trace.strings.end() ? kNoString : static_cast<std::uint32_t>(it - trace.strings.begin());
 }
@@ -37,11 +47,20 @@ void TimelineWriter::on_event(const ReplayPoint& point) {
     step_ = trace_->string_at(static_cast<std::uint32_t>(e.size));
     if (step_.size() >= 2 && step_.front() == '"') step_ = step_.substr(1, step_.size() - 2);
   }
+  counters_.on_event(point);
   const bool reserved_changed = point.reserved != last_reserved_;
   last_reserved_ = point.reserved;
   if (point.event_index % every_ != 0 && !reserved_changed) return;
-  fmt::format_to(std::back_inserter(buffer_), "{},{},{},{},{},{},{}\n", policy_, point.event_index, op_name(e.op),
+  fmt::format_to(std::back_inserter(buffer_), "{},{},{},{},{},{},{}", policy_, point.event_index, op_name(e.op),
                  point.requested, point.allocated, point.reserved, step_);
+  if (anatomy_) {
+    const Anatomy a =
+        anatomy_of(*policy_obj_, AnatomyInput{static_cast<std::int64_t>(point.event_index), point.reserved,
+                                              point.requested, point.held, counters_.stream()});
+    fmt::format_to(std::back_inserter(buffer_), ",{},{},{},{},{},{}", a.rounding, a.cached_free_usable, a.stream_bound,
+                   a.oversize_locked, a.small_pool, a.other);
+  }
+  buffer_ += '\n';
   // Write as we go: a long replay that is interrupted keeps what it measured.
   if (buffer_.size() > (1u << 16)) {
     out_ << buffer_;

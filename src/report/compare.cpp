@@ -46,6 +46,30 @@ std::string compare_table(const TraceSummary& summary, const std::vector<ReplayR
   return out;
 }
 
+namespace {
+std::string signed_bytes(std::int64_t n) {
+  return n < 0 ? "-" + format_bytes(static_cast<Bytes>(-n)) : format_bytes(static_cast<Bytes>(n));
+}
+}  // namespace
+
+std::string anatomy_table(const std::vector<ReplayResult>& runs) {
+  size_t width = std::string_view("policy").size();
+  for (const ReplayResult& r : runs) width = std::max(width, row_name(r).size());
+  std::string out = fmt::format("{:<{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}\n",
+                                "policy", width, "event", "reserved", "requested", "rounding", "free_usable",
+                                "stream_bound", "oversize", "small_pool", "other");
+  for (const ReplayResult& r : runs) {
+    if (!r.anatomy_at_peak) continue;
+    const Anatomy& a = *r.anatomy_at_peak;
+    out += fmt::format("{:<{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}\n", row_name(r),
+                       width, a.event < 0 ? std::string("start") : std::to_string(a.event), format_bytes(a.reserved),
+                       format_bytes(a.requested), format_bytes(a.rounding), format_bytes(a.cached_free_usable),
+                       format_bytes(a.stream_bound), format_bytes(a.oversize_locked), format_bytes(a.small_pool),
+                       signed_bytes(a.other));
+  }
+  return out;
+}
+
 nlohmann::json compare_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
                             const std::vector<ReplayResult>& runs, const ReportOptions& options) {
   nlohmann::json j = results_json(trace, summary, device, runs, options);

@@ -33,6 +33,21 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
   }
   j["ooms"] = std::move(ooms);
   if (!run.notes.empty()) j["notes"] = run.notes;
+  if (run.anatomy_at_peak) {
+    const Anatomy& a = *run.anatomy_at_peak;
+    // README "Fragmentation anatomy": the *_bytes parts add up to reserved_bytes − requested_bytes.
+    j["anatomy_at_peak"] = {
+        {"event", a.event},
+        {"reserved_bytes", a.reserved},
+        {"requested_bytes", a.requested},
+        {"rounding_bytes", a.rounding},
+        {"cached_free_usable_bytes", a.cached_free_usable},
+        {"stream_bound_bytes", a.stream_bound},
+        {"oversize_locked_bytes", a.oversize_locked},
+        {"small_pool_bytes", a.small_pool},
+        {"other_bytes", a.other},
+    };
+  }
   if (run.invariant_violations) {
     j["invariant_violations"] = *run.invariant_violations;
     if (!run.invariant_messages.empty()) j["invariant_messages"] = run.invariant_messages;

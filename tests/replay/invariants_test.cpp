@@ -65,6 +65,22 @@ struct FlushingPolicy final : BumpPolicy {  // same address each time, after a c
   Bytes advance(Bytes) override { return 0; }
 };
 
+struct FreeListingPolicy : BumpPolicy {  // lists its whole arena as free, live blocks included
+  using BumpPolicy::BumpPolicy;
+  std::vector<SegmentView> segments() const override {
+    if (!arena_) return {};
+    return {SegmentView{*arena_, 64 * MiB, 0, "arena", false, {{*arena_, 64 * MiB, false}}}};
+  }
+};
+struct HonestListingPolicy final : BumpPolicy {  // what it handed out, then the free rest
+  using BumpPolicy::BumpPolicy;
+  std::vector<SegmentView> segments() const override {
+    if (!arena_) return {};
+    return {SegmentView{
+        *arena_, 64 * MiB, 0, "arena", false, {{*arena_, next_, true}, {*arena_ + next_, 64 * MiB - next_, false}}}};
+  }
+};
+
 template <typename P>
 std::vector<std::string> check(const std::vector<Event>& events) {
   Trace t;
@@ -119,6 +135,19 @@ TEST(InvariantChecker, CatchesABlockOutsideBackedMemory) {
   const auto v = check<RunawayPolicy>({alloc(1, 1 * MiB), alloc(2, 1 * MiB), alloc(3, 1 * MiB)});
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0], "event 2 (alloc id=3): block [0x7f0005000000, +1048576) lies outside the memory the device backs");
+}
+
+// 7.: 1000 bytes are held in a 1024-byte block, and the policy calls all 64 MiB of its arena free.
+TEST(InvariantChecker, CatchesHeldBytesListedAsFree) {
+  const auto v = check<FreeListingPolicy>({alloc(1, 1000)});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0],
+            "event 0 (alloc id=1): the held blocks (1024 bytes) and the free pieces the policy lists (67108864 bytes) "
+            "exceed the 67108864 bytes reserved");
+  // A pending block is still held: listing it as free is the same fault.
+  EXPECT_TRUE(check<HonestListingPolicy>({alloc(1, 1000), with_op(Op::FreeRequested, 1), alloc(2, 5000),
+                                          with_op(Op::FreeCompleted, 1), with_op(Op::Free, 2)})
+                  .empty());
 }
 
 TEST(InvariantChecker, CatchesDeviceMemoryReleasedUnderALiveBlock) {
