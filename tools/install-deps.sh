@@ -5,7 +5,7 @@ set -euo pipefail
 # libFuzzer, ASan and UBSan runtimes clang links; only recommended by clang-14, and recommends are
 # not installed here) and llvm-14 (llvm-profdata-14 and llvm-cov-14, for `tools/fuzz.sh coverage`).
 packages=(cmake g++ make pkg-config zlib1g-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
-          libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
+          libspdlog-dev libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
           clang-14 libclang-rt-14-dev llvm-14)
 missing=()
 for p in "${packages[@]}"; do

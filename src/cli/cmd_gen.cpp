@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/log.hpp"
 #include "cli/output_guard.hpp"
 #include "fraglab/workload.hpp"
 
@@ -138,8 +139,8 @@ int cmd_gen(int argc, char** argv) {
   } else {
     // Not given: the model's own default, so that no model fails with a default it lacks.
     o.attention = default_attention(o.model.family);
-    chosen += fmt::format("gen: --attention not given: {} ({})\n", name_of(o.attention),
-                          default_attention_reason(o.model.family));
+    chosen = fmt::format("gen: --attention not given: {} ({})", name_of(o.attention),
+                         default_attention_reason(o.model.family));
   }
   o.gelu = parse_gelu(gelu);
   o.loss = parse_loss(loss);
@@ -161,9 +162,9 @@ int cmd_gen(int argc, char** argv) {
   const Trace trace = generate_trace(o);
   write_jsonl_file(trace, output);
   const TraceSummary s = summarize(trace);
-  std::cerr << chosen;
-  std::cerr << fmt::format("wrote {}: {} events, {} allocs, peak requested {:.2f} GiB\n", output, s.events, s.allocs,
-                           static_cast<double>(s.peak_requested) / static_cast<double>(GiB));
+  if (!chosen.empty()) log::note(chosen);
+  log::note(fmt::format("wrote {}: {} events, {} allocs, peak requested {:.2f} GiB", output, s.events, s.allocs,
+                        static_cast<double>(s.peak_requested) / static_cast<double>(GiB)));
   return 0;
 }
 
