@@ -93,6 +93,12 @@ void ProgressLine::update(std::uint64_t done, std::uint64_t total) {
   log::set_progress_line_shown(true);
 }
 
+std::function<void(std::uint64_t, std::uint64_t)> progress_callback(const std::string& label, const std::string& unit) {
+  if (!progress_on_terminal()) return {};
+  auto line = std::make_shared<ProgressLine>(log::command() + " " + label, unit);
+  return [line](std::uint64_t done, std::uint64_t total) { line->update(done, total); };
+}
+
 ReplayProgress terminal_progress(const std::string& label) {
   const bool verbose = log::verbosity() == log::Verbosity::Verbose;
   if (!progress_on_terminal() && !verbose) return {};

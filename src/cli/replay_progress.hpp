@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,6 +44,10 @@ class ProgressLine {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_drawn_;
 };
+
+// A progress callback drawing one ProgressLine "<command> <label>" of `unit`; empty when
+// progress_on_terminal() is false. (The signature of ReplayProgress and ReadProgress.)
+std::function<void(std::uint64_t, std::uint64_t)> progress_callback(const std::string& label, const std::string& unit);
 
 // A progress callback for run_replay's observers, labelled "<command> <spec>"; under -v it also
 // says on stderr how long the replay took. Empty (no observer at all) when progress_on_terminal()

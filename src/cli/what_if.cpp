@@ -91,12 +91,14 @@ std::string& last_trace_path() {
 Trace load_trace(const std::string& path, const TraceReadOptions& options) {
   last_trace_path() = path == kStdinPath ? std::string(kStdinOrigin) : path;
   const auto start = std::chrono::steady_clock::now();
-  Trace trace = read_trace(path, options);
+  TraceReadOptions reading = options;
+  const bool main_thread = std::this_thread::get_id() == main_thread_id();  // see below
+  if (main_thread) reading.progress = progress_callback("reading " + last_trace_path(), "bytes");
+  Trace trace = read_trace(path, reading);
   // Inferring replays the trace once: as long as a replay, so it shows progress too (not when a
   // sweep reads its traces on several threads: their lines would overwrite each other).
   ValidateOptions inference;
-  if (std::this_thread::get_id() == main_thread_id())
-    inference.progress = terminal_progress(trace.name + " (inferring empty_cache calls)");
+  if (main_thread) inference.progress = terminal_progress(trace.name + " (inferring empty_cache calls)");
   infer_unrecorded_events(trace, inference);
   log::info(fmt::format("read {}: trace {}, {} events in {:.2f} s", last_trace_path(), trace.name, trace.events.size(),
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));

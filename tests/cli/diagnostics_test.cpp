@@ -243,6 +243,14 @@ TEST(Progress, EveryReplayingCommandShowsIt) {
   const std::string check = terminal_stderr(
       "check " + trace + " -p pytorch --baseline " + baseline.string() + " --update-baseline", out, env);
   EXPECT_NE(check.find("check pytorch: "), std::string::npos) << check;
+  // Reading a JSONL trace (inspect, convert and every command that reads one): bytes.
+  const std::string inspect = terminal_stderr("inspect " + trace, out, env);
+  EXPECT_NE(inspect.find("inspect reading " + trace + ": "), std::string::npos) << inspect;
+  EXPECT_NE(inspect.find(" of " + std::to_string(fs::file_size(trace)) + " bytes, "), std::string::npos) << inspect;
+  const fs::path converted = scratch_dir("diagnostics") / "converted.jsonl";
+  fs::remove(converted);
+  const std::string convert = terminal_stderr("convert " + trace + " -o " + converted.string(), out, env);
+  EXPECT_NE(convert.find("convert reading " + trace + ": "), std::string::npos) << convert;
   // sweep: runs, not events.
   const std::string sweep = terminal_stderr("sweep " + trace + " --grid expandable_segments=False,True -j1", out, env);
   EXPECT_NE(sweep.find("2/2 100%"), std::string::npos) << sweep;
