@@ -8,6 +8,7 @@
 #include "cli/common.hpp"
 #include "cli/log.hpp"
 #include "cli/output_guard.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/workload.hpp"
 
 namespace fraglab::cli {
@@ -159,7 +160,7 @@ int cmd_gen(int argc, char** argv) {
   o.deepspeed.contiguous_gradients = parse_bool(contiguous_gradients, "--ds-contiguous-gradients");
   o.name = name;
 
-  const Trace trace = generate_trace(o);
+  const Trace trace = generate_trace(o, progress_callback("generating", "steps"));
   write_jsonl_file(trace, output);
   const TraceSummary s = summarize(trace);
   if (!chosen.empty()) log::note(chosen);

@@ -251,6 +251,12 @@ TEST(Progress, EveryReplayingCommandShowsIt) {
   fs::remove(converted);
   const std::string convert = terminal_stderr("convert " + trace + " -o " + converted.string(), out, env);
   EXPECT_NE(convert.find("convert reading " + trace + ": "), std::string::npos) << convert;
+  // gen: steps.
+  const fs::path generated = scratch_dir("diagnostics") / "generated.jsonl";
+  fs::remove(generated);
+  const std::string gen = terminal_stderr(
+      "gen --model gpt2-xl --framework zero3 --micro-batch 1 --steps 3 -o " + generated.string(), out, env);
+  EXPECT_NE(gen.find("gen generating:  33% (1 of 3 steps, "), std::string::npos) << gen;
   // sweep: runs, not events.
   const std::string sweep = terminal_stderr("sweep " + trace + " --grid expandable_segments=False,True -j1", out, env);
   EXPECT_NE(sweep.find("2/2 100%"), std::string::npos) << sweep;
