@@ -14,6 +14,7 @@
 #include "cli/common.hpp"
 #include "cli/log.hpp"
 #include "cli/output_guard.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/sweep.hpp"
 #include "fraglab/sweep_report.hpp"
 
@@ -44,7 +45,10 @@ int cmd_merge(int argc, char** argv) {
   std::vector<ResultsTable> tables;
   std::vector<std::string> paths;
   std::vector<std::pair<std::string, std::optional<SweepMeta>>> metas;
-  for (const std::string& path : inputs) {
+  const auto progress = progress_callback("reading", "files");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& path = inputs[i];
+    if (progress) progress(i, inputs.size());
     std::size_t tail = 0;
     ResultsTable table = read_results(path, &tail);
     if (tail > 0) log::warn(fmt::format("merge: {}: ignoring its unfinished last line ({} bytes)", path, tail));
@@ -53,6 +57,7 @@ int cmd_merge(int argc, char** argv) {
     paths.push_back(path);
     tables.push_back(std::move(table));
   }
+  if (progress) progress(inputs.size(), inputs.size());  // erases the line before anything is printed
   const std::vector<std::string> mismatches = sweep_mismatches(metas);
   if (!mismatches.empty()) {
     for (const std::string& p : mismatches) log::error("merge: error: " + p);

@@ -257,6 +257,21 @@ TEST(Progress, EveryReplayingCommandShowsIt) {
   const std::string gen = terminal_stderr(
       "gen --model gpt2-xl --framework zero3 --micro-batch 1 --steps 3 -o " + generated.string(), out, env);
   EXPECT_NE(gen.find("gen generating:  33% (1 of 3 steps, "), std::string::npos) << gen;
+  // merge: files.
+  const fs::path dir = scratch_dir("diagnostics");
+  std::string shards;
+  for (const char* i : {"0", "1"}) {
+    const fs::path shard = dir / (std::string("shard-") + i + ".csv");
+    fs::remove(shard);
+    ASSERT_EQ(run_fraglab("sweep " + trace + " --grid expandable_segments=False,True --shard " + i + "/2 -o " +
+                          shard.string())
+                  .status,
+              0);
+    shards += " " + shard.string();
+  }
+  fs::remove(dir / "merged.csv");
+  const std::string merge = terminal_stderr("merge" + shards + " -o " + (dir / "merged.csv").string(), out, env);
+  EXPECT_NE(merge.find("merge reading:   0% (0 of 2 files, "), std::string::npos) << merge;
   // sweep: runs, not events.
   const std::string sweep = terminal_stderr("sweep " + trace + " --grid expandable_segments=False,True -j1", out, env);
   EXPECT_NE(sweep.find("2/2 100%"), std::string::npos) << sweep;
