@@ -7,7 +7,7 @@ set -euo pipefail
 # python3-torch (large: it pulls in PyTorch's CPU build) gives the tests PyTorch's own snapshot
 # viewer code, torch.cuda._memory_viz, to read what `replay --export-snapshot` writes.
 packages=(cmake g++ make pkg-config zlib1g-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
-          libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
+          libspdlog-dev libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
           clang-14 libclang-rt-14-dev llvm-14 python3-torch)
 missing=()
 for p in "${packages[@]}"; do

@@ -16,6 +16,7 @@
 
 #include "fraglab/device_spec.hpp"
 #include "fraglab/replay.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/trace.hpp"
 
 namespace fraglab {
@@ -93,12 +94,14 @@ struct TraceDiff {
 
 // Replays one trace with a ProfileRecorder on a fresh device (run_replay).
 ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceSpec& device,
-                             const ReplayOptions& options = {});
+                             const ReplayOptions& options = {}, const ReplayProgress& progress = {});
 TraceDivergence first_divergence(const Trace& a, const ReplayProfile& pa, const Trace& b, const ReplayProfile& pb);
 // Replays both traces (on two threads) and compares them.
 // Both start the same way (options.start_state).
+// `progress_a` / `progress_b` (optional) follow each replay, each on its own thread.
 TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceSpec& device,
-                      const ReplayOptions& options = {});
+                      const ReplayOptions& options = {}, const ReplayProgress& progress_a = {},
+                      const ReplayProgress& progress_b = {});
 
 // "alloc 40.00 MiB tag grad (step 0, phase backward)": one event in words, for reports.
 std::string describe_event(const Trace& trace, std::uint64_t index);

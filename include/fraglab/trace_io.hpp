@@ -2,6 +2,8 @@
 // snapshot pickles. read_trace() picks the reader from the file's first bytes.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -12,10 +14,15 @@
 
 namespace fraglab {
 
+// Called with (bytes parsed, bytes of the input) while a long input is read, and once at the end.
+using ReadProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
 struct TraceReadOptions {
   // Snapshots hold one trace per device: which one to read. -1 = the only device that has
   // events or segments (an error naming the devices when there are several).
   int device_index = -1;
+  // JSONL: called every 65536 lines (snapshot pickles are read in one piece: not called).
+  ReadProgress progress = {};
 };
 
 // The path that means standard input, and the name messages give it. A trace read from stdin
@@ -31,7 +38,7 @@ inline constexpr std::string_view kStdinOrigin = "<stdin>";
 Trace read_trace(const std::string& path, const TraceReadOptions& options = {});
 
 // Native JSONL (README "Traces"). `origin` names the input in error messages.
-Trace parse_jsonl(std::string_view text, std::string_view origin);
+Trace parse_jsonl(std::string_view text, std::string_view origin, const ReadProgress& progress = {});
 void write_jsonl(const Trace& trace, std::ostream& out);
 void write_jsonl_file(const Trace& trace, const std::string& path);  // ".gz" suffix: gzip
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "fraglab/policy.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/trace.hpp"
 
 namespace fraglab {
@@ -41,6 +42,7 @@ struct ValidateOptions {
   std::optional<Bytes> capacity;     // GPU total memory (default: the available bytes)
   std::optional<Bytes> available;    // memory the allocator could obtain (default: inferred, see above)
   std::uint64_t context_events = 4;  // events shown on each side of the first divergence
+  ReplayProgress progress = {};      // follows each replay (one, or more when a burst is re-read)
 };
 
 struct Divergence {

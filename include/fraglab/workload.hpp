@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -189,8 +190,10 @@ std::uint64_t estimated_events(const WorkloadOptions& resolved);
 // The per-rank allocation stream of `steps` training steps, with an "init" phase before step 1.
 // Marks: label "step" with the step number (1-based), label "phase" with "init", "zero_grad",
 // "forward", "backward", "grad_sync" (ZeRO-1), "optimizer". Tags: param, grad, act, opt, comm,
-// temp. Passes validate_trace().
-Trace generate_trace(const WorkloadOptions& options);
+// temp. Passes validate_trace(). `progress`, when set, is called with (steps made, steps) after
+// each step.
+Trace generate_trace(const WorkloadOptions& options,
+                     const std::function<void(std::uint64_t done, std::uint64_t total)>& progress = {});
 
 // The attention implementation a model family gets when --attention is not given: the only one
 // modelled for t5 (eager) and llama (sdpa); eager for gpt2, whose traces keep that default.

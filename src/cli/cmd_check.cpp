@@ -11,6 +11,8 @@
 
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
+#include "cli/log.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/check.hpp"
 #include "fraglab/check_report.hpp"
 #include "fraglab/input_file.hpp"
@@ -162,8 +164,11 @@ int cmd_check(int argc, char** argv) {
     std::vector<ReplayResult> runs;
     // A baseline is the results JSON `replay --json` writes, anatomy included; a comparison gates
     // on other metrics and skips it.
-    const ReplayObservers observers{.check_invariants = vm.count("check-invariants") > 0, .anatomy = update};
-    for (const std::string& spec : specs) runs.push_back(run_replay(trace, spec, choice.device, replay, observers));
+    for (const std::string& spec : specs) {
+      const ReplayObservers observers{
+          .check_invariants = vm.count("check-invariants") > 0, .progress = terminal_progress(spec), .anatomy = update};
+      runs.push_back(run_replay(trace, spec, choice.device, replay, observers));
+    }
     invariants_broken = report_invariant_violations(runs);
     mark_recorded_settings(trace, runs);
     current = results_json(trace, summarize(trace), device_description(choice), runs);
@@ -172,7 +177,7 @@ int cmd_check(int argc, char** argv) {
 
   if (update) {
     if (invariants_broken) {  // a policy that broke an invariant measures nothing worth gating on
-      std::cerr << fmt::format("check: {} not written: a replay broke an invariant\n", baseline_path);
+      log::error(fmt::format("check: {} not written: a replay broke an invariant", baseline_path));
       return 1;
     }
     write_output(baseline_path, current.dump(2) + "\n");
@@ -183,7 +188,7 @@ int cmd_check(int argc, char** argv) {
   CheckOptions check_options;
   check_options.allow_trace_change = vm.count("allow-trace-change") > 0;
   const CheckOutcome outcome = check_results(baseline, current, thresholds, check_options);
-  for (const std::string& w : outcome.warnings) std::cerr << "check: warning: " << w << '\n';
+  for (const std::string& w : outcome.warnings) log::warn("check: warning: " + w);
   // With a machine report on stdout, the table goes to stderr so stdout stays parseable.
   std::ostream& table = json_path == "-" || junit_path == "-" ? std::cerr : std::cout;
   table << fmt::format("check {} against {}{}\n", results_path.empty() ? trace_path : results_path, baseline_path,

@@ -65,7 +65,7 @@ int cmd_compare(int argc, char** argv) {
     if (!listed) specs.push_back(*recorded);
   }
   const DeviceChoice device = choose_device(device_option, trace);
-  warn_capacity_options(device, specs, std::cerr);
+  warn_capacity_options(device, specs);
 
   ReplayOptions replay;
   replay.start_state = choose_start_state(start_option, trace, specs);
@@ -108,8 +108,7 @@ int cmd_compare(int argc, char** argv) {
     }
   }
   note_assumed_capacity_ooms(
-      device, std::any_of(runs.begin(), runs.end(), [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }),
-      std::cerr);
+      device, std::any_of(runs.begin(), runs.end(), [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }));
   return report_invariant_violations(runs) ? 1 : 0;
 }
 

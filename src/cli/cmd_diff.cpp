@@ -7,6 +7,8 @@
 
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
+#include "cli/log.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/diff.hpp"
 #include "fraglab/diff_report.hpp"
 #include "fraglab/run_replay.hpp"
@@ -39,7 +41,7 @@ int cmd_diff(int argc, char** argv) {
   // One device for both sides (a recorded oom of either would change what is compared).
   const DeviceChoice device = choose_device(vm.count("device") ? std::optional(device_spec) : std::nullopt);
   check_policy_spec(spec, device.device);  // a bad spec fails before the traces are read
-  warn_capacity_options(device, {spec}, std::cerr);
+  warn_capacity_options(device, {spec});
   check_start_state_option(start_option);
   const TraceReadOptions read_options{.device_index = device_index};
   const Trace a = load_trace(paths[0], read_options);
@@ -50,10 +52,11 @@ int cmd_diff(int argc, char** argv) {
   const StartState start_b = choose_start_state(start_option, b, {spec});
   replay.start_state =
       start_a == StartState::Cold || start_b == StartState::Cold ? StartState::Cold : StartState::Recorded;
-  TraceDiff diff = diff_traces(a, b, spec, device.device, replay);
+  const auto [progress_a, progress_b] = paired_progress(spec, a.events.size() + b.events.size());
+  TraceDiff diff = diff_traces(a, b, spec, device.device, replay, progress_a, progress_b);
   diff.device = describe_choice(device);
-  std::cerr << fmt::format("diff: {} and {} replayed under {} from the {} start state\n", a.name, b.name, spec,
-                           start_state_name(replay.start_state));
+  log::note(fmt::format("diff: {} and {} replayed under {} from the {} start state", a.name, b.name, spec,
+                        start_state_name(replay.start_state)));
   if (!json_path.empty()) {
     nlohmann::json j = diff_json(a, b, diff);
     j["device"] = device_json(device_description(device));

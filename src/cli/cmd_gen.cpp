@@ -6,7 +6,9 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/log.hpp"
 #include "cli/output_guard.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/workload.hpp"
 
 namespace fraglab::cli {
@@ -138,8 +140,8 @@ int cmd_gen(int argc, char** argv) {
   } else {
     // Not given: the model's own default, so that no model fails with a default it lacks.
     o.attention = default_attention(o.model.family);
-    chosen += fmt::format("gen: --attention not given: {} ({})\n", name_of(o.attention),
-                          default_attention_reason(o.model.family));
+    chosen = fmt::format("gen: --attention not given: {} ({})", name_of(o.attention),
+                         default_attention_reason(o.model.family));
   }
   o.gelu = parse_gelu(gelu);
   o.loss = parse_loss(loss);
@@ -158,12 +160,12 @@ int cmd_gen(int argc, char** argv) {
   o.deepspeed.contiguous_gradients = parse_bool(contiguous_gradients, "--ds-contiguous-gradients");
   o.name = name;
 
-  const Trace trace = generate_trace(o);
+  const Trace trace = generate_trace(o, progress_callback("generating", "steps"));
   write_jsonl_file(trace, output);
   const TraceSummary s = summarize(trace);
-  std::cerr << chosen;
-  std::cerr << fmt::format("wrote {}: {} events, {} allocs, peak requested {:.2f} GiB\n", output, s.events, s.allocs,
-                           static_cast<double>(s.peak_requested) / static_cast<double>(GiB));
+  if (!chosen.empty()) log::note(chosen);
+  log::note(fmt::format("wrote {}: {} events, {} allocs, peak requested {:.2f} GiB", output, s.events, s.allocs,
+                        static_cast<double>(s.peak_requested) / static_cast<double>(GiB)));
   return 0;
 }
 

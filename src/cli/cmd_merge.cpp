@@ -12,7 +12,9 @@
 #include <map>
 
 #include "cli/common.hpp"
+#include "cli/log.hpp"
 #include "cli/output_guard.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/sweep.hpp"
 #include "fraglab/sweep_report.hpp"
 
@@ -43,19 +45,23 @@ int cmd_merge(int argc, char** argv) {
   std::vector<ResultsTable> tables;
   std::vector<std::string> paths;
   std::vector<std::pair<std::string, std::optional<SweepMeta>>> metas;
-  for (const std::string& path : inputs) {
+  const auto progress = progress_callback("reading", "files");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& path = inputs[i];
+    if (progress) progress(i, inputs.size());
     std::size_t tail = 0;
     ResultsTable table = read_results(path, &tail);
-    if (tail > 0) std::cerr << fmt::format("merge: {}: ignoring its unfinished last line ({} bytes)\n", path, tail);
+    if (tail > 0) log::warn(fmt::format("merge: {}: ignoring its unfinished last line ({} bytes)", path, tail));
     if (table.rows.empty() && table.knob_keys.empty() && !table.meta) continue;
     metas.emplace_back(path, table.meta);
     paths.push_back(path);
     tables.push_back(std::move(table));
   }
+  if (progress) progress(inputs.size(), inputs.size());  // erases the line before anything is printed
   const std::vector<std::string> mismatches = sweep_mismatches(metas);
   if (!mismatches.empty()) {
-    for (const std::string& p : mismatches) std::cerr << "merge: error: " << p << '\n';
-    std::cerr << fmt::format("merge: nothing written to {}: merge the shards of one sweep\n", output);
+    for (const std::string& p : mismatches) log::error("merge: error: " + p);
+    log::error(fmt::format("merge: nothing written to {}: merge the shards of one sweep", output));
     return 1;
   }
 
@@ -90,10 +96,10 @@ int cmd_merge(int argc, char** argv) {
     }
   }
   const ShardCheck shards = check_shards(metas, merged.rows);
-  for (const std::string& w : shards.warnings) std::cerr << "merge: warning: " << w << '\n';
+  for (const std::string& w : shards.warnings) log::warn("merge: warning: " + w);
   if (!shards.problems.empty()) {
-    for (const std::string& p : shards.problems) std::cerr << "merge: error: " << p << '\n';
-    std::cerr << fmt::format("merge: nothing written to {}: the files are not one whole sweep\n", output);
+    for (const std::string& p : shards.problems) log::error("merge: error: " + p);
+    log::error(fmt::format("merge: nothing written to {}: the files are not one whole sweep", output));
     return 1;
   }
   merged.meta = shards.merged;

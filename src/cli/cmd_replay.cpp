@@ -94,7 +94,7 @@ int cmd_replay(int argc, char** argv) {
   std::vector<std::string> skipped;
   if (default_policies) specs = default_policy_specs(trace, skipped);
   const DeviceChoice device = choose_device(device_option, trace);
-  warn_capacity_options(device, specs, std::cerr);
+  warn_capacity_options(device, specs);
 
   ReportOptions report;
   report.include_stats = vm.count("stats") > 0;
@@ -156,9 +156,8 @@ int cmd_replay(int argc, char** argv) {
       }
     }
   }
-  note_assumed_capacity_ooms(
-      device, std::any_of(results.begin(), results.end(), [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }),
-      std::cerr);
+  note_assumed_capacity_ooms(device, std::any_of(results.begin(), results.end(),
+                                                 [](const ReplayResult& r) { return r.metrics.num_ooms > 0; }));
   return report_invariant_violations(results) ? 1 : 0;
 }
 

@@ -3,7 +3,6 @@
 // Replays every trace under every point of the grid, streams each finished run to FILE, and ends
 // with the ranked table, the Pareto front and the best setting as a PYTORCH_CUDA_ALLOC_CONF line.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +17,8 @@
 
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
+#include "cli/log.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/seeded_hash.hpp"
 #include "fraglab/sweep.hpp"
@@ -26,27 +27,21 @@
 namespace fraglab::cli {
 namespace {
 
-// Progress on stderr: redrawn in place on a terminal (at most 10 times a second), otherwise a
-// line per tenth of the sweep and at least every 30 s.
+// Progress on stderr, only on a terminal (replay_progress.hpp): a bar redrawn in place at most 10
+// times a second once the command has run a second; its last state is kept.
 class ProgressPrinter {
  public:
-  ProgressPrinter(std::size_t total, bool enabled)
-      : total_(total), enabled_(enabled && total > 0), terminal_(::isatty(STDERR_FILENO) != 0) {}
+  explicit ProgressPrinter(std::size_t total) : total_(total), enabled_(total > 0 && progress_on_terminal()) {}
 
   void update(std::size_t done) {
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
-    const double elapsed = seconds(start_, now);
-    if (terminal_) {
-      if (done != total_ && seconds(last_, now) < 0.1) return;
-      std::cerr << '\r' << format_progress(done, total_, elapsed, true) << "\x1b[K" << (done == total_ ? "\n" : "")
-                << std::flush;
-    } else {
-      const std::size_t tenth = done * 10 / total_;
-      if (done != total_ && tenth == last_tenth_ && seconds(last_, now) < 30) return;
-      last_tenth_ = tenth;
-      std::cerr << format_progress(done, total_, elapsed, false) << '\n' << std::flush;
-    }
+    if (done != total_ && (!progress_due() || (shown_ && seconds(last_, now) < 0.1))) return;
+    if (done == total_ && !shown_) return;  // a sweep that ended within the quiet second shows nothing
+    std::cerr << '\r' << format_progress(done, total_, seconds(start_, now), true) << "\x1b[K"
+              << (done == total_ ? "\n" : "") << std::flush;
+    shown_ = done != total_;
+    log::set_progress_line_shown(shown_);
     last_ = now;
   }
 
@@ -56,8 +51,7 @@ class ProgressPrinter {
   }
   std::size_t total_;
   bool enabled_;
-  bool terminal_;
-  std::size_t last_tenth_ = 0;
+  bool shown_ = false;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_ = start_;
 };
@@ -126,8 +120,7 @@ int cmd_sweep(int argc, char** argv) {
       "check-invariants",
       "check every replay with the invariant checker (as fraglab replay does); exit 1 on a violation")(
       "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
-      "top", po::value(&top), "rows of the final table per trace (0 = all; default 25)")(
-      "no-progress", "do not show progress on stderr");
+      "top", po::value(&top), "rows of the final table per trace (0 = all; default 25)");
   po::positional_options_description positional;
   positional.add("trace", -1);
   po::variables_map vm;
@@ -200,16 +193,16 @@ int cmd_sweep(int argc, char** argv) {
     devices.push_back(choose_device(device_option, trace));
     const DeviceChoice& d = devices.back();
     if (d.source == kSourceRecordedOom) {
-      std::cerr << fmt::format(
-          "sweep: {}: device {}: capacity {} from its recorded oom (reserved + device_free); "
-          "--device overrides it\n",
-          trace.name, d.spec(), format_bytes(d.capacity()));
+      log::note(
+          fmt::format("sweep: {}: device {}: capacity {} from its recorded oom (reserved + device_free); "
+                      "--device overrides it",
+                      trace.name, d.spec(), format_bytes(d.capacity())));
     }
   }
   // Once for the sweep: on an assumed capacity if any trace has one (it is the same for all).
   const auto assumed = std::find_if(devices.begin(), devices.end(), [](const DeviceChoice& d) { return d.assumed(); });
   if (!devices.empty()) {
-    CapacityWarnings warnings(assumed != devices.end() ? *assumed : devices.front(), std::cerr);
+    CapacityWarnings warnings(assumed != devices.end() ? *assumed : devices.front());
     for (std::uint64_t n = 0; n < setting_count; ++n) warnings.check(spec_at(n));
   }
   SweepRunOptions run_options;
@@ -290,19 +283,20 @@ int cmd_sweep(int argc, char** argv) {
         rows.push_back(*it->second);
     }
   }
-  std::cerr << fmt::format("sweep: {} trace{} x {} setting{} = {} runs", traces.size(), traces.size() == 1 ? "" : "s",
-                           setting_count, setting_count == 1 ? "" : "s", traces.size() * setting_count);
-  if (shard.count > 1) std::cerr << fmt::format("; shard {}/{}: {} runs", shard.index, shard.count, in_shard);
-  if (resume) std::cerr << fmt::format("; {} already in {}", in_shard - pending.size(), output);
+  std::string plan =
+      fmt::format("sweep: {} trace{} x {} setting{} = {} runs", traces.size(), traces.size() == 1 ? "" : "s",
+                  setting_count, setting_count == 1 ? "" : "s", traces.size() * setting_count);
+  if (shard.count > 1) plan += fmt::format("; shard {}/{}: {} runs", shard.index, shard.count, in_shard);
+  if (resume) plan += fmt::format("; {} already in {}", in_shard - pending.size(), output);
   const std::size_t workers = std::max<std::size_t>(1, std::min<std::size_t>(threads, pending.size()));
-  std::cerr << fmt::format("; running {} on {} thread{}\n", pending.size(), workers, workers == 1 ? "" : "s");
+  log::note(plan + fmt::format("; running {} on {} thread{}", pending.size(), workers, workers == 1 ? "" : "s"));
 
   // Jobs are made as the workers take them: a job's spec is decoded from its setting's index.
   const auto job_at = [&](std::size_t i) {
     const Pending& p = pending[i];
     return SweepJob{&traces[p.trace], spec_at(p.setting), start_states[p.trace], devices[p.trace].device};
   };
-  ProgressPrinter progress(pending.size(), vm.count("no-progress") == 0);
+  ProgressPrinter progress(pending.size());
   std::size_t finished = 0;
   run_sweep(pending.size(), job_at, run_options, [&](std::size_t i, const ReplayResult& result) {
     keep_violations(traces[pending[i].trace], result);

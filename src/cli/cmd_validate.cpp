@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cli/common.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/validate.hpp"
 #include "fraglab/validate_report.hpp"
@@ -55,7 +56,9 @@ int cmd_validate(int argc, char** argv) {
   }
   std::vector<ValidationReport> reports;
   for (auto& [device, trace] : traces) {
+    vo.progress = terminal_progress(trace.name + " (inferring empty_cache calls)");
     infer_unrecorded_events(trace, vo);  // as every command does, under this command's assumptions
+    vo.progress = terminal_progress(trace.name);
     reports.push_back(validate_replay(trace, vo));
   }
 

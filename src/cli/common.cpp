@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/log.hpp"
 #include "fraglab/memory_budget.hpp"
 #include "fraglab/sim_device.hpp"
 
@@ -31,7 +32,15 @@ bool parse_command_line(int argc, char** argv, const std::string& usage, const p
       "memory, {}); an input that needs more is refused with an error (exit 2)",
       format_bytes(default_memory_budget()));
   all.add_options()("max-memory", po::value<std::string>(), max_memory_help.c_str())("help,h", "show this help");
+  // The global options (log.hpp), which may also come before the command.
+  all.add_options()("verbose,v", "also show details on stderr (files read, settings chosen, timing)")(
+      "quiet,q", "show only errors on stderr")(
+      "no-progress", "never show progress on stderr (shown only on a terminal, after a second)");
   po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+  if (vm.count("verbose")) log::set_verbosity(log::Verbosity::Verbose);
+  if (vm.count("quiet")) log::set_verbosity(log::Verbosity::Quiet);
+  if (log::verbose_and_quiet()) throw InputError(log::kVerboseAndQuiet);
+  if (vm.count("no-progress")) log::disable_progress();
   if (vm.count("help")) {
     std::cout << usage << "\n\n" << all << '\n';
     return false;

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "cli/log.hpp"
 #include "fraglab/policy.hpp"
 
 namespace fraglab::cli {
@@ -30,8 +31,8 @@ bool report_invariant_violations(const std::vector<ReplayResult>& runs) {
   for (const ReplayResult& r : runs) {
     if (!r.invariant_violations || *r.invariant_violations == 0) continue;
     any = true;
-    std::cerr << fmt::format("{}: {} invariant violation(s)\n", r.policy, *r.invariant_violations);
-    for (const std::string& m : r.invariant_messages) std::cerr << fmt::format("{}: {}\n", r.policy, m);
+    log::error(fmt::format("{}: {} invariant violation(s)", r.policy, *r.invariant_violations));
+    for (const std::string& m : r.invariant_messages) log::error(fmt::format("{}: {}", r.policy, m));
   }
   return any;
 }

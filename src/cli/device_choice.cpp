@@ -1,5 +1,6 @@
 // choose_device and the capacity warnings: see device_choice.hpp.
 #include "cli/device_choice.hpp"
+#include "cli/log.hpp"
 
 #include <fmt/format.h>
 
@@ -29,7 +30,9 @@ DeviceChoice choose_device(const std::optional<std::string>& device_option) {
   return from_spec("sim", "sim", kSourceDefault);
 }
 
-DeviceChoice choose_device(const std::optional<std::string>& device_option, const Trace& trace) {
+namespace {
+
+DeviceChoice device_for(const std::optional<std::string>& device_option, const Trace& trace) {
   if (device_option) return choose_device(device_option);  // even without a capacity: the user chose it
   const RecordedMemory recorded = recorded_memory(trace);
   if (recorded.available_at_oom) {
@@ -39,6 +42,14 @@ DeviceChoice choose_device(const std::optional<std::string>& device_option, cons
     if (capacity > 0) return from_spec(fmt::format("sim:{}B", capacity), "sim", kSourceRecordedOom);
   }
   return choose_device(std::nullopt);
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const std::optional<std::string>& device_option, const Trace& trace) {
+  DeviceChoice choice = device_for(device_option, trace);
+  log::info(fmt::format("{}: device {}", trace.name, describe_choice(choice)));
+  return choice;
 }
 
 std::string describe_choice(const DeviceChoice& choice) {
@@ -66,8 +77,8 @@ std::vector<std::string> capacity_options(const std::string& spec) {
   return keys;
 }
 
-void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err) {
-  CapacityWarnings warnings(choice, err);
+void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs) {
+  CapacityWarnings warnings(choice);
   for (const std::string& spec : specs) warnings.check(spec);
 }
 
@@ -76,25 +87,26 @@ void CapacityWarnings::check(const std::string& spec) {
   if (spec.find("garbage_collection_threshold") != std::string::npos &&
       std::find(acting.begin(), acting.end(), "garbage_collection_threshold") == acting.end() &&
       warned_.insert("inert gc").second) {
-    err_ << "warning: garbage_collection_threshold does nothing without per_process_memory_fraction: PyTorch "
-            "collects cached blocks only under a memory fraction\n";
+    log::warn(
+        "warning: garbage_collection_threshold does nothing without per_process_memory_fraction: PyTorch "
+        "collects cached blocks only under a memory fraction");
   }
   if (!choice_.assumed()) return;
   for (const std::string& option : acting) {
     if (!warned_.insert(option).second) continue;
-    err_ << fmt::format(
-        "warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
-        "sim:<your GPU's memory> (assumed {})\n",
-        option, format_bytes(choice_.capacity()));
+    log::warn(
+        fmt::format("warning: {} acts on a share of the GPU's memory, and no capacity was given: pass --device "
+                    "sim:<your GPU's memory> (assumed {})",
+                    option, format_bytes(choice_.capacity())));
   }
 }
 
-void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom, std::ostream& err) {
+void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom) {
   if (!choice.assumed() || !any_oom) return;
-  err << fmt::format(
-      "note: the out-of-memory errors depend on the device's capacity, and none was given (assumed "
-      "{}): pass --device sim:<your GPU's memory>\n",
-      format_bytes(choice.capacity()));
+  log::note(
+      fmt::format("note: the out-of-memory errors depend on the device's capacity, and none was given (assumed "
+                  "{}): pass --device sim:<your GPU's memory>",
+                  format_bytes(choice.capacity())));
 }
 
 }  // namespace fraglab::cli

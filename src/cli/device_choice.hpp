@@ -4,7 +4,6 @@
 #pragma once
 
 #include <optional>
-#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,21 +42,20 @@ DeviceDescription device_description(const DeviceChoice& choice);
 // Options of `spec` that act on a share of the GPU's memory: per_process_memory_fraction, and
 // garbage_collection_threshold when a fraction is set too (PyTorch collects only under one).
 std::vector<std::string> capacity_options(const std::string& spec);
-// Warnings on `err`, each once: garbage_collection_threshold without a memory fraction (it does
+// Warnings on stderr (log.hpp), each once: garbage_collection_threshold without a memory fraction (it does
 // nothing); and, when the capacity was assumed, each option of capacity_options() of any spec.
-void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs, std::ostream& err);
+void warn_capacity_options(const DeviceChoice& choice, const std::vector<std::string>& specs);
 // The same, one spec at a time (a sweep streams its settings): each warning once per object.
 class CapacityWarnings {
  public:
-  CapacityWarnings(const DeviceChoice& choice, std::ostream& err) : choice_(choice), err_(err) {}
+  explicit CapacityWarnings(const DeviceChoice& choice) : choice_(choice) {}
   void check(const std::string& spec);
 
  private:
   const DeviceChoice& choice_;
-  std::ostream& err_;
   std::set<std::string> warned_;
 };
-// When the capacity was assumed and `any_oom`: one note that the OOMs depend on it.
-void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom, std::ostream& err);
+// When the capacity was assumed and `any_oom`: one note on stderr (log.hpp) that the OOMs depend on it.
+void note_assumed_capacity_ooms(const DeviceChoice& choice, bool any_oom);
 
 }  // namespace fraglab::cli

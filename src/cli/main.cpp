@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "cli/common.hpp"
+#include "cli/log.hpp"
 #include "fraglab/memory_budget.hpp"
 
 namespace {
@@ -35,14 +36,29 @@ constexpr Subcommand kSubcommands[] = {
 void print_usage(std::ostream& out) {
   out << "fraglab " << FRAGLAB_VERSION
       << " — GPU memory-fragmentation simulator and allocator-policy lab\n\n"
-         "usage: fraglab COMMAND [OPTIONS]   (fraglab help COMMAND or fraglab COMMAND --help for its options)\n\n"
+         "usage: fraglab [-v|-q] [--no-progress] COMMAND [OPTIONS]   (fraglab help COMMAND or fraglab COMMAND --help "
+         "for its options)\n\n"
          "commands:\n";
   for (const Subcommand& s : kSubcommands) out << fmt::format("  {:<10} {}\n", s.name, s.help);
+  out << "\nglobal options (before or after COMMAND):\n"
+         "  -v, --verbose  also show details on stderr (files read, settings chosen, timing)\n"
+         "  -q, --quiet    show only errors on stderr\n"
+         "  --no-progress  never show progress on stderr (it is shown only on a terminal, after a second)\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Global options before the command (they are also accepted after it: parse_command_line).
+  while (argc > 1 && fraglab::cli::log::apply_global_option(argv[1])) {
+    argv[1] = argv[0];
+    --argc;
+    ++argv;
+  }
+  if (fraglab::cli::log::verbose_and_quiet()) {
+    fraglab::cli::log::error(fmt::format("fraglab: {}", fraglab::cli::log::kVerboseAndQuiet));
+    return 2;
+  }
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;
@@ -59,11 +75,12 @@ int main(int argc, char** argv) {
   }
   const std::string_view name = help ? argv[2] : argv[1];
   if (help && argc > 3) {
-    std::cerr << "fraglab help: expected one command (fraglab help " << name << ")\n";
+    fraglab::cli::log::error(fmt::format("fraglab help: expected one command (fraglab help {})", name));
     return 2;
   }
   for (const Subcommand& s : kSubcommands) {
     if (name != s.name) continue;
+    fraglab::cli::log::set_command(name);
     try {
       if (help) {
         char help_flag[] = "--help";
@@ -72,31 +89,31 @@ int main(int argc, char** argv) {
       }
       return s.run(argc - 1, argv + 1);
     } catch (const fraglab::InputError& e) {
-      std::cerr << "fraglab " << name << ": error: " << e.what() << '\n';
+      fraglab::cli::log::error(fmt::format("fraglab {}: error: {}", name, e.what()));
       return 2;
     } catch (const std::bad_alloc&) {
       // The memory budget (or the machine) ran out after the readers, which name their input
       // themselves: in a replay, a sweep, the generator.
       const std::string& trace = fraglab::cli::last_trace_path();
-      std::cerr << "fraglab " << name << ": error: " << (trace.empty() ? "" : trace + ": ")
-                << "needs more memory than the memory budget of " << fraglab::format_bytes(fraglab::memory_budget())
-                << " allows (--max-memory)\n";
+      fraglab::cli::log::error(
+          fmt::format("fraglab {}: error: {}needs more memory than the memory budget of {} allows (--max-memory)", name,
+                      trace.empty() ? "" : trace + ": ", fraglab::format_bytes(fraglab::memory_budget())));
       return 2;
     } catch (const boost::program_options::error& e) {
-      std::cerr << "fraglab " << name << ": error: " << e.what() << " (see fraglab " << name << " --help)\n";
+      fraglab::cli::log::error(fmt::format("fraglab {}: error: {} (see fraglab {} --help)", name, e.what(), name));
       return 2;
     } catch (const std::exception& e) {
-      std::cerr << "fraglab " << name << ": internal error: " << e.what() << '\n';
+      fraglab::cli::log::error(fmt::format("fraglab {}: internal error: {}", name, e.what()));
       return 3;
     }
   }
   if (help) {
     std::string names;
     for (const Subcommand& s : kSubcommands) names += (names.empty() ? "" : ", ") + std::string(s.name);
-    std::cerr << "fraglab help: unknown command '" << name << "' (expected one of " << names << ")\n";
+    fraglab::cli::log::error(fmt::format("fraglab help: unknown command '{}' (expected one of {})", name, names));
     return 2;
   }
-  std::cerr << "fraglab: unknown command '" << name << "'\n";
+  fraglab::cli::log::error(fmt::format("fraglab: unknown command '{}'", name));
   print_usage(std::cerr);
   return 2;
 }

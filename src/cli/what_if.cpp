@@ -5,9 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "cli/common.hpp"
+#include "cli/log.hpp"
+#include "cli/replay_progress.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/validate.hpp"
 
@@ -26,8 +30,9 @@ void check_start_state_option(const std::string& option) {
   }
 }
 
-StartState choose_start_state(const std::string& option, const Trace& trace, const std::vector<std::string>& specs) {
-  check_start_state_option(option);
+namespace {
+
+StartState start_state_for(const std::string& option, const Trace& trace, const std::vector<std::string>& specs) {
   if (option == "recorded") return StartState::Recorded;
   if (option == "cold") return StartState::Cold;
   if (trace.initial.empty()) return StartState::Recorded;  // nothing before the trace: both are the same
@@ -36,6 +41,15 @@ StartState choose_start_state(const std::string& option, const Trace& trace, con
       recorded && !specs.empty() &&
       std::all_of(specs.begin(), specs.end(), [&](const std::string& s) { return same_policy(s, *recorded); });
   return all_recorded ? StartState::Recorded : StartState::Cold;
+}
+
+}  // namespace
+
+StartState choose_start_state(const std::string& option, const Trace& trace, const std::vector<std::string>& specs) {
+  check_start_state_option(option);
+  const StartState state = start_state_for(option, trace, specs);
+  log::info(fmt::format("{}: start state {} (--start-state {})", trace.name, start_state_name(state), option));
+  return state;
 }
 
 std::string start_state_header(const Trace& trace, StartState state) {
@@ -61,11 +75,11 @@ void warn_about_start(const Trace& trace, const std::vector<ReplayResult>& runs)
     const Bytes held = std::min(m.reserved_at_start, m.lowest_reserved_before_peak);
     const bool peak_at_start = m.peak_reserved_event < 0;
     if (!peak_at_start && 2 * held <= m.peak_reserved) continue;
-    std::cerr << fmt::format(
+    log::warn(fmt::format(
         "warning: {}: {} of its peak reserved {} was reserved before the trace of '{}' began{}: the recorded start "
-        "state sets this result (--start-state cold compares from an empty device)\n",
+        "state sets this result (--start-state cold compares from an empty device)",
         r.policy, format_bytes(held), format_bytes(m.peak_reserved), trace.name,
-        peak_at_start ? " (the peak is reached at the start)" : " and held until the peak");
+        peak_at_start ? " (the peak is reached at the start)" : " and held until the peak"));
   }
 }
 
@@ -76,8 +90,18 @@ std::string& last_trace_path() {
 
 Trace load_trace(const std::string& path, const TraceReadOptions& options) {
   last_trace_path() = path == kStdinPath ? std::string(kStdinOrigin) : path;
-  Trace trace = read_trace(path, options);
-  infer_unrecorded_events(trace);
+  const auto start = std::chrono::steady_clock::now();
+  TraceReadOptions reading = options;
+  const bool main_thread = std::this_thread::get_id() == main_thread_id();  // see below
+  if (main_thread) reading.progress = progress_callback("reading " + last_trace_path(), "bytes");
+  Trace trace = read_trace(path, reading);
+  // Inferring replays the trace once: as long as a replay, so it shows progress too (not when a
+  // sweep reads its traces on several threads: their lines would overwrite each other).
+  ValidateOptions inference;
+  if (main_thread) inference.progress = terminal_progress(trace.name + " (inferring empty_cache calls)");
+  infer_unrecorded_events(trace, inference);
+  log::info(fmt::format("read {}: trace {}, {} events in {:.2f} s", last_trace_path(), trace.name, trace.events.size(),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   return trace;
 }
 

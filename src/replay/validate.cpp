@@ -235,7 +235,7 @@ struct Attempt {
 };
 
 Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Bytes available, bool gc_configured,
-                const std::set<std::uint64_t>& forced_flushes) {
+                const std::set<std::uint64_t>& forced_flushes, const ReplayProgress& progress) {
   Attempt a;
   ValidationReport& report = a.counts;
   a.run = prepare(trace, available, gc_configured, forced_flushes);
@@ -280,7 +280,7 @@ Attempt attempt(const Trace& trace, const std::string& spec, Bytes capacity, Byt
 
   CallRecorder recorder;
   device.add_listener(&recorder);
-  const ReplayResult result = a.replay->run(run.trace, {}, {.extra = {&recorder}});
+  const ReplayResult result = a.replay->run(run.trace, {}, {.progress = progress, .extra = {&recorder}});
   device.remove_listener(&recorder);
 
   report.segment_events_simulated = recorder.actions.size();
@@ -426,16 +426,16 @@ RunAssumptions assume(const Trace& trace, const ValidateOptions& options, Valida
 // Replays the prepared run, and while a burst read as a flush inside a malloc is not reproduced
 // as one (the simulation served the request from the cache instead), re-reads that burst as an
 // empty_cache() call and replays again.
-Attempt converge(const Trace& trace, const RunAssumptions& run, Bytes available) {
+Attempt converge(const Trace& trace, const RunAssumptions& run, Bytes available, const ReplayProgress& progress) {
   std::set<std::uint64_t> forced_flushes;
-  Attempt a = attempt(trace, run.spec, run.capacity, available, run.gc_configured, forced_flushes);
+  Attempt a = attempt(trace, run.spec, run.capacity, available, run.gc_configured, forced_flushes, progress);
   for (;;) {
     const std::optional<SegmentAction>& rec = a.first_segment_recorded;
     if (!rec || !is_release(rec->kind)) break;
     std::uint64_t burst = a.run.original_index[rec->event_index];
     while (burst > 0 && is_release(trace.events[burst - 1].op)) --burst;
     if (!forced_flushes.insert(burst).second) break;
-    Attempt retry = attempt(trace, run.spec, run.capacity, available, run.gc_configured, forced_flushes);
+    Attempt retry = attempt(trace, run.spec, run.capacity, available, run.gc_configured, forced_flushes, progress);
     if (retry.counts.segment_events_matched <= a.counts.segment_events_matched) break;
     a = std::move(retry);
   }
@@ -460,7 +460,7 @@ std::uint64_t infer_unrecorded_events(Trace& trace, const ValidateOptions& optio
   if (!has_release(trace)) return 0;  // only bursts of segment frees leave anything to infer
   ValidationReport scratch;
   const RunAssumptions assumed = assume(trace, options, scratch);
-  const Attempt a = converge(trace, assumed, scratch.available_bytes);
+  const Attempt a = converge(trace, assumed, scratch.available_bytes, options.progress);
   // The prepared run with the recorded oom entries in place of the requests validate injects for
   // them: those stay observed events (a replay of another setting must not make the request).
   std::vector<Event> events;
@@ -476,7 +476,7 @@ std::uint64_t infer_unrecorded_events(Trace& trace, const ValidateOptions& optio
 ValidationReport validate_replay(const Trace& trace, const ValidateOptions& options) {
   ValidationReport report;
   const RunAssumptions assumed = assume(trace, options, report);
-  Attempt a = converge(trace, assumed, report.available_bytes);
+  Attempt a = converge(trace, assumed, report.available_bytes, options.progress);
   const PreparedRun& run = a.run;
   const Policy& policy = a.replay->policy();
   std::vector<Divergence>& divergences = a.divergences;

@@ -87,7 +87,8 @@ TraceDivergence first_divergence(const Trace& a, const ReplayProfile& pa, const 
 }
 
 TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, const DeviceSpec& device,
-                      const ReplayOptions& options) {
+                      const ReplayOptions& options, const ReplayProgress& progress_a,
+                      const ReplayProgress& progress_b) {
   TraceDiff diff;
   diff.policy = spec;
   diff.name_a = a.name;
@@ -97,12 +98,12 @@ TraceDiff diff_traces(const Trace& a, const Trace& b, const std::string& spec, c
   {
     std::jthread other([&] {
       try {
-        diff.b = profile_replay(b, spec, device, options);
+        diff.b = profile_replay(b, spec, device, options, progress_b);
       } catch (...) {
         error_b = std::current_exception();
       }
     });
-    diff.a = profile_replay(a, spec, device, options);
+    diff.a = profile_replay(a, spec, device, options, progress_a);
   }
   if (error_b) std::rethrow_exception(error_b);
   diff.divergence = first_divergence(a, diff.a, b, diff.b);

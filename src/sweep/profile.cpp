@@ -182,9 +182,9 @@ ReplayProfile ProfileRecorder::take(ReplayResult result) {
 }
 
 ReplayProfile profile_replay(const Trace& trace, const std::string& spec, const DeviceSpec& device,
-                             const ReplayOptions& options) {
+                             const ReplayOptions& options, const ReplayProgress& progress) {
   ProfileRecorder recorder;
-  ReplayResult result = run_replay(trace, spec, device, options, {.extra = {&recorder}});
+  ReplayResult result = run_replay(trace, spec, device, options, {.progress = progress, .extra = {&recorder}});
   return recorder.take(std::move(result));
 }
 

@@ -115,8 +115,8 @@ std::string show_token(od::value& v) {
 
 class JsonlReader {
  public:
-  JsonlReader(std::string_view text, std::string_view origin)
-      : text_(text), origin_(origin), interner_(trace_.strings) {}
+  JsonlReader(std::string_view text, std::string_view origin, const ReadProgress& progress)
+      : text_(text), origin_(origin), progress_(progress), interner_(trace_.strings) {}
 
   Trace read() {
     std::string_view line;
@@ -129,6 +129,7 @@ class JsonlReader {
     // sizes the event vector once instead of regrowing and copying it ~20 times on large traces.
     trace_.events.reserve(count_lines(text_.substr(pos_)));
     while (pos_ < text_.size()) {
+      if (progress_ && (line_no_ & kProgressLines) == 0) progress_(pos_, text_.size());
       // Fast path: the strict scanner reads the line in place and finds its end itself, so a
       // well-formed line is touched once.
       EventFields f;
@@ -485,8 +486,11 @@ class JsonlReader {
       fail(fmt::format("{} id {}: {}", op_name(e.op), e.id, what));
   }
 
+  static constexpr std::size_t kProgressLines = (std::size_t{1} << 16) - 1;  // progress every 65536 lines
+
   std::string_view text_;
   std::string_view origin_;
+  const ReadProgress& progress_;
   std::size_t pos_ = 0;         // start of the next line
   std::size_t line_start_ = 0;  // start of the current line
   std::size_t line_no_ = 0;     // 1-based number of the current line
@@ -499,6 +503,10 @@ class JsonlReader {
 
 }  // namespace
 
-Trace parse_jsonl(std::string_view text, std::string_view origin) { return JsonlReader(text, origin).read(); }
+Trace parse_jsonl(std::string_view text, std::string_view origin, const ReadProgress& progress) {
+  Trace trace = JsonlReader(text, origin, progress).read();
+  if (progress) progress(text.size(), text.size());
+  return trace;
+}
 
 }  // namespace fraglab

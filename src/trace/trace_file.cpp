@@ -339,7 +339,8 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   const std::string origin = origin_of(path);
   try {
     std::string bytes = read_input(path, true);
-    Trace trace = is_pickle(bytes) ? parse_snapshot(bytes, origin, options) : parse_jsonl(bytes, origin);
+    Trace trace =
+        is_pickle(bytes) ? parse_snapshot(bytes, origin, options) : parse_jsonl(bytes, origin, options.progress);
     if (trace.name.empty()) trace.name = trace_name(path);
     return trace;
   } catch (const std::bad_alloc&) {

@@ -34,7 +34,8 @@ WorkloadOptions resolved_options(const WorkloadOptions& options) {
   return o;
 }
 
-Trace generate_trace(const WorkloadOptions& options) {
+Trace generate_trace(const WorkloadOptions& options,
+                     const std::function<void(std::uint64_t done, std::uint64_t total)>& progress) {
   check_options(options);
   const WorkloadOptions o = resolved_options(options);
   check_sizes(o);  // before anything is built: every size and the events' memory
@@ -82,6 +83,7 @@ Trace generate_trace(const WorkloadOptions& options) {
     fw->optimizer_step();
     gpu.sync_stream(workload::Stream::Default);  // loss.item()
     driver->end_step();
+    if (progress) progress(step, o.steps);
   }
   driver->finish();
   tb.finish();
