@@ -4,9 +4,10 @@ set -euo pipefail
 # The fuzzers (tools/fuzz.sh) need clang-14 (libFuzzer is clang's), libclang-rt-14-dev (the
 # libFuzzer, ASan and UBSan runtimes clang links; only recommended by clang-14, and recommends are
 # not installed here) and llvm-14 (llvm-profdata-14 and llvm-cov-14, for `tools/fuzz.sh coverage`).
+# chromium: tests/report loads `fraglab report`'s page in it, headless (skipped where it is missing).
 packages=(cmake g++ make pkg-config zlib1g-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
           libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
-          clang-14 libclang-rt-14-dev llvm-14)
+          clang-14 libclang-rt-14-dev llvm-14 chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,23 @@
+// Pieces every page of `fraglab report` shares (html_report.cpp, html_sweep.cpp): escaping, the
+// page frame with its inline style sheet, and number formats. No script and no external resource:
+// the file reads offline and the same input gives the same bytes.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace fraglab::html {
+
+// Text and attribute values: & < > " ' escaped.
+std::string escape(std::string_view text);
+// The page up to <body> (title escaped), and the end of the page.
+std::string page_start(std::string_view title);
+std::string page_end();
+// A coordinate with one decimal ("12.5"): enough for a screen, a third of the bytes of "%g".
+std::string coord(double value);
+
+// The colours of requested / allocated / reserved, shared by charts and legends.
+inline constexpr const char* kSeriesColour[3] = {"#2b8a3e", "#1c7ed6", "#e8590c"};
+inline constexpr const char* kSeriesName[3] = {"requested", "allocated", "reserved"};
+
+}  // namespace fraglab::html

@@ -1,0 +1,169 @@
+// `fraglab report` end to end: bad input, the size bound on a 1M-event trace, a sweep results
+// file, and the page loaded in a real browser (Debian's chromium, headless; skipped with a
+// message where it is not installed).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "browser.hpp"
+#include "support/command.hpp"
+
+namespace fraglab::testing {
+namespace {
+
+const std::string kSample = std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/two-phase.jsonl";
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+std::size_t lines(const std::string& text) { return count(text, "\n"); }
+
+TEST(ReportCommand, AMissingTraceIsOneLineNamingIt) {
+  const fs::path dir = scratch_dir("report");
+  const CommandResult r = run_fraglab("report " + (dir / "nope.jsonl").string() + " -o " + (dir / "x.html").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find((dir / "nope.jsonl").string()), std::string::npos) << r.err;
+}
+
+TEST(ReportCommand, AnUnwritableOutputIsOneLineNamingIt) {
+  const CommandResult r = run_fraglab("report " + kSample + " -p pytorch -o /nonexistent-dir/report.html");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent-dir/report.html: cannot open for writing (-o)"), std::string::npos) << r.err;
+}
+
+TEST(ReportCommand, ABadPolicySpecIsOneLine) {
+  const fs::path dir = scratch_dir("report");
+  const CommandResult r = run_fraglab("report " + kSample + " -p nosuchpolicy -o " + (dir / "bad.html").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("nosuchpolicy"), std::string::npos) << r.err;
+}
+
+// 2,500 steps of 400 events: a step mark, a forward phase of 198 allocations (64 KiB .. 6.1 MiB),
+// a backward phase freeing them in an interleaved order, an (empty) optimizer phase.
+void write_million_event_trace(const fs::path& path) {
+  std::string text = "{\"fraglab_trace\":1,\"name\":\"million\",\"source\":\"report_command_test\"}\n";
+  std::uint64_t id = 0;
+  for (int step = 0; step < 2500; ++step) {
+    text += "{\"op\":\"mark\",\"label\":\"step\",\"value\":" + std::to_string(step) + "}\n";
+    text += "{\"op\":\"mark\",\"label\":\"phase\",\"value\":\"forward\"}\n";
+    const std::uint64_t first = id + 1;
+    for (int i = 0; i < 198; ++i) {
+      const std::uint64_t size = static_cast<std::uint64_t>((step * 31 + i * 17) % 97 + 1) * 65536;
+      text += "{\"op\":\"alloc\",\"id\":" + std::to_string(++id) + ",\"size\":" + std::to_string(size) + "}\n";
+    }
+    text += "{\"op\":\"mark\",\"label\":\"phase\",\"value\":\"backward\"}\n";
+    for (int i = 0; i < 198; ++i) {  // 37 and 198 are coprime: every allocation once
+      const std::uint64_t victim = first + static_cast<std::uint64_t>(i * 37 % 198);
+      text += "{\"op\":\"free\",\"id\":" + std::to_string(victim) + "}\n";
+    }
+    text += "{\"op\":\"mark\",\"label\":\"phase\",\"value\":\"optimizer\"}\n";
+  }
+  write_text(path, text);
+}
+
+TEST(ReportCommand, AMillionEventTraceGivesAFileUnderFiveMegabytes) {
+  const fs::path dir = scratch_dir("report");
+  write_million_event_trace(dir / "million.jsonl");
+  const fs::path page = dir / "million.html";
+  const CommandResult r = run_fraglab("report " + (dir / "million.jsonl").string() +
+                                      " -p pytorch -p pytorch:expandable_segments:True -o " + page.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_LT(fs::file_size(page), 5u * 1000 * 1000);
+  const std::string html = read_text(page);
+  EXPECT_EQ(count(html, "<g class=\"series\" data-policy="), 2u);
+  EXPECT_NE(html.find("1000000 events"), std::string::npos);
+  if (!have_chromium()) GTEST_SKIP() << "chromium is not installed (tools/install-deps.sh installs it)";
+  const auto start = std::chrono::steady_clock::now();
+  const BrowserLoad load = load_in_chromium(page, dir / "million-browser");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(load.status, 0);
+  EXPECT_TRUE(load.console.empty()) << load.console.front();
+  std::cout << "[ info ] " << fs::file_size(page) << " bytes; chromium loaded, laid out and screenshot it in "
+            << seconds << " s\n";
+}
+
+TEST(ReportCommand, ASweepResultsFileShowsTheFrontAndTheRecommendedLine) {
+  const fs::path dir = scratch_dir("report");
+  const fs::path results = dir / "sweep.csv";
+  const CommandResult sweep = run_fraglab("sweep " + kSample +
+                                          " -p pytorch --grid expandable_segments=False,True "
+                                          "--grid max_split_size_mb=none,20 -o " +
+                                          results.string() + " --overwrite");
+  ASSERT_EQ(sweep.status, 0) << sweep.err;
+  // sweep's own summary names the best setting's line.
+  const std::regex conf_line("PYTORCH_CUDA_ALLOC_CONF=[^\\n ]*");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(sweep.out, match, conf_line)) << sweep.out;
+  const fs::path page = dir / "sweep.html";
+  const CommandResult r = run_fraglab("report " + results.string() + " -o " + page.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string html = read_text(page);
+  EXPECT_NE(html.find("recommended: <code>" + match.str() + "</code>"), std::string::npos) << match.str();
+  // Four settings, each drawn once: on the front (filled) or not.
+  EXPECT_EQ(count(html, "<circle class=\"front\"") + count(html, "<circle class=\"setting\"") +
+                count(html, "<path class=\"oom\""),
+            4u);
+  EXPECT_GE(count(html, "<circle class=\"front\""), 1u);
+}
+
+// The peak each run's --json reports, by policy spec.
+std::map<std::string, std::uint64_t> json_peaks(const std::string& args) {
+  const CommandResult r = run_fraglab("replay " + args + " --json -");
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::map<std::string, std::uint64_t> peaks;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  for (const auto& run : json.at("runs")) {
+    peaks[run.at("policy").get<std::string>()] = run.at("peak_reserved_bytes").get<std::uint64_t>();
+  }
+  return peaks;
+}
+
+TEST(ReportInBrowser, ChromiumLoadsTheReportWithoutConsoleErrors) {
+  if (!have_chromium()) GTEST_SKIP() << "chromium is not installed (tools/install-deps.sh installs it)";
+  const fs::path dir = scratch_dir("report");
+  // The detection itself: a page with a console.error and an uncaught exception is caught.
+  write_text(dir / "broken.html",
+             "<!DOCTYPE html><html><body><p>broken</p><script>console.error('deliberate');"
+             "noSuchFunction();</script></body></html>");
+  const BrowserLoad broken = load_in_chromium(dir / "broken.html", dir / "broken");
+  ASSERT_EQ(broken.status, 0);
+  ASSERT_EQ(broken.console.size(), 2u);
+  EXPECT_NE(broken.console[0].find("deliberate"), std::string::npos);
+  EXPECT_NE(broken.console[1].find("Uncaught ReferenceError"), std::string::npos);
+  ASSERT_TRUE(fs::exists(broken.screenshot));
+
+  const std::string args = kSample + " -p pytorch -p pytorch:expandable_segments:True -p bestfit";
+  const fs::path page = dir / "report.html";
+  const CommandResult r = run_fraglab("report " + args + " -o " + page.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const BrowserLoad load = load_in_chromium(page, dir / "report");
+  ASSERT_EQ(load.status, 0);
+  EXPECT_TRUE(load.console.empty()) << load.console.front();
+  const std::map<std::string, std::uint64_t> peaks = json_peaks(args);
+  ASSERT_EQ(peaks.size(), 3u);
+  EXPECT_EQ(count(load.dom, "<g class=\"series\" data-policy="), 3u);
+  for (const auto& [spec, peak] : peaks) {
+    EXPECT_EQ(count(load.dom, "<g class=\"series\" data-policy=\"" + spec + "\">"), 1u) << spec;
+    // The section of the policy, and the peak it shows.
+    const std::size_t at = load.dom.find("data-policy=\"" + spec + "\">\n<h2>");
+    ASSERT_NE(at, std::string::npos) << spec;
+    std::smatch shown;
+    const std::string rest = load.dom.substr(at, 2000);
+    ASSERT_TRUE(std::regex_search(rest, shown, std::regex("<span class=\"peak-value\">([0-9]+)</span>"))) << spec;
+    EXPECT_EQ(shown[1].str(), std::to_string(peak)) << spec;
+  }
+  // Not blank: a page of charts compresses far worse than one line of text on white.
+  ASSERT_TRUE(fs::exists(load.screenshot));
+  EXPECT_GT(fs::file_size(load.screenshot), 4 * fs::file_size(broken.screenshot));
+}
+
+}  // namespace
+}  // namespace fraglab::testing
