@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace fraglab::html {
 
 std::string escape(std::string_view text) {
@@ -29,6 +31,26 @@ std::string escape(std::string_view text) {
     }
   }
   return out;
+}
+
+std::uint64_t byte_tick_step(std::uint64_t top, int ticks) {
+  const std::uint64_t raw = std::max<std::uint64_t>(top / static_cast<std::uint64_t>(ticks), 1);
+  std::uint64_t unit = 1;
+  while (unit <= raw / 1024) unit *= 1024;
+  for (std::uint64_t m : {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}) {
+    if (unit * m >= raw) return unit * m;
+  }
+  return unit * 1024;
+}
+
+std::uint64_t count_tick_step(std::uint64_t top, int ticks) {
+  const std::uint64_t raw = std::max<std::uint64_t>(top / static_cast<std::uint64_t>(ticks), 1);
+  std::uint64_t unit = 1;
+  while (unit <= raw / 10) unit *= 10;
+  for (std::uint64_t m : {1, 2, 5, 10}) {
+    if (unit * m >= raw) return unit * m;
+  }
+  return unit * 10;
 }
 
 std::string coord(double value) { return fmt::format("{:.1f}", value); }

@@ -3,6 +3,7 @@
 // the file reads offline and the same input gives the same bytes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,12 @@ std::string page_start(std::string_view title);
 std::string page_end();
 // A coordinate with one decimal ("12.5"): enough for a screen, a third of the bytes of "%g".
 std::string coord(double value);
+
+// A round step for about `ticks` gridlines up to `top`: for bytes 1, 2, 5, 10, ... 500 times a
+// binary unit (KiB, MiB, GiB), so labels read as round sizes; for counts 1, 2 or 5 times a power
+// of ten.
+std::uint64_t byte_tick_step(std::uint64_t top, int ticks);
+std::uint64_t count_tick_step(std::uint64_t top, int ticks);
 
 // The colours of requested / allocated / reserved, shared by charts and legends.
 inline constexpr const char* kSeriesColour[3] = {"#2b8a3e", "#1c7ed6", "#e8590c"};

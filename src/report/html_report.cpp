@@ -24,29 +24,6 @@ constexpr std::size_t kTopAllocations = 20;
 
 const char* const kPhaseColours[] = {"#fff3bf", "#d3f9d8", "#e7f5ff", "#f3d9fa", "#ffe8cc", "#e6fcf5", "#f8f9fa"};
 
-// A "nice" step for about `ticks` gridlines up to `top` bytes: 1, 2 or 5 times a power of two's
-// binary unit (KiB, MiB, GiB), so labels read as round sizes.
-Bytes tick_step(Bytes top, int ticks) {
-  const Bytes raw = std::max<Bytes>(top / static_cast<Bytes>(ticks), 1);
-  Bytes unit = 1;
-  while (unit <= raw / 1024) unit *= 1024;
-  for (Bytes m : {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}) {
-    if (unit * m >= raw) return unit * m;
-  }
-  return unit * 1024;
-}
-
-// The same for event indices: 1, 2 or 5 times a power of ten.
-std::uint64_t event_tick_step(std::uint64_t events, int ticks) {
-  const std::uint64_t raw = std::max<std::uint64_t>(events / static_cast<std::uint64_t>(ticks), 1);
-  std::uint64_t unit = 1;
-  while (unit <= raw / 10) unit *= 10;
-  for (std::uint64_t m : {1, 2, 5, 10}) {
-    if (unit * m >= raw) return unit * m;
-  }
-  return unit * 10;
-}
-
 struct Scale {
   std::uint64_t events = 1;
   Bytes top = 1;
@@ -58,14 +35,14 @@ struct Scale {
 
 std::string axes(const Scale& s) {
   std::string out = "<g class=\"axes\">";
-  const Bytes step = tick_step(s.top, 5);
+  const Bytes step = html::byte_tick_step(s.top, 5);
   for (Bytes v = 0; v <= s.top; v += step) {
     out += fmt::format(R"(<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#e9ecef"/>)", kLeft, kWidth - kRight,
                        coord(s.y(v)), coord(s.y(v)));
     out += fmt::format(R"(<text x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6, coord(s.y(v) + 4),
                        escape(format_bytes(v)));
   }
-  const std::uint64_t xstep = event_tick_step(s.events, 8);
+  const std::uint64_t xstep = html::count_tick_step(s.events, 8);
   for (std::uint64_t e = 0; e <= s.events; e += xstep) {
     out += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">{}</text>)", coord(s.x(static_cast<double>(e))),
                        kHeight - 8, e);

@@ -41,11 +41,12 @@ std::string scatter(const std::vector<SweepRow>& rows, const std::vector<SweepRo
                                 kHeight, kWidth, kHeight);
   out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#adb5bd"/>)", kLeft, kTop,
                      kPlotWidth, kPlotHeight);
-  for (int i = 0; i <= 4; ++i) {
-    const Bytes v = top / 4 * static_cast<Bytes>(i);
+  const std::uint64_t ystep = html::byte_tick_step(top, 4), xstep = html::count_tick_step(calls, 6);
+  for (Bytes v = 0; v <= top; v += ystep) {
     out += fmt::format(R"(<text x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6, coord(y(v) + 4),
                        escape(format_bytes(v)));
-    const std::uint64_t c = calls / 4 * static_cast<std::uint64_t>(i);
+  }
+  for (std::uint64_t c = 0; c <= calls; c += xstep) {
     out += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">{}</text>)", coord(x(c)), kHeight - kBottom + 16, c);
   }
   out += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">device calls (allocs + frees)</text>)",
