@@ -4,6 +4,7 @@
 // sweep found. The page is rendered by src/report/html_report.cpp and html_sweep.cpp.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -61,17 +62,29 @@ int cmd_report(int argc, char** argv) {
       "PYTORCH_CUDA_ALLOC_CONF line.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
 
-  // The output is opened first: an unwritable -o fails before a long replay.
-  std::ofstream file;
+  // The output is checked first, so an unwritable -o fails before a long replay: opened for
+  // appending (an earlier report stays whole if the input then turns out bad), and removed again
+  // if it did not exist and no page was written.
+  struct NewFileGuard {
+    std::string path;
+    bool written = false;
+    ~NewFileGuard() {
+      if (!path.empty() && !written) std::filesystem::remove(path);
+    }
+  } guard;
   if (output != "-") {
-    file.open(output, std::ios::binary | std::ios::trunc);
-    if (!file) throw InputError(fmt::format("{}: cannot open for writing (-o)", output));
+    const bool existed = std::filesystem::exists(output);
+    std::ofstream probe(output, std::ios::binary | std::ios::app);
+    if (!probe) throw InputError(fmt::format("{}: cannot open for writing (-o)", output));
+    if (!existed) guard.path = output;
   }
   auto emit = [&](const std::string& html) {
+    guard.written = true;
     if (output == "-") {
       std::cout << html << std::flush;
       return;
     }
+    std::ofstream file(output, std::ios::binary | std::ios::trunc);
     file << html;
     file.flush();
     if (!file) throw InputError(fmt::format("{}: write failed (-o)", output));

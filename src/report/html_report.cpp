@@ -106,19 +106,22 @@ MarkLayers mark_layers(const PolicyReport& p, const Scale& s) {
 }
 
 // One metric's envelope: a band from each bucket's min to its max, and a line along the max.
+// Buckets of one event are drawn as steps (the value holds until the next event); wider ones as
+// one point at their middle, which halves the page of a long trace.
 std::string envelope(const EnvelopeSeries& series, const Scale& s, int k) {
   const auto& buckets = series.buckets();
-  std::string upper, lower;
-  for (const EnvelopeBucket& b : buckets) {
+  const bool steps = series.bucket_events() == 1;
+  auto points = [&](const EnvelopeBucket& b, Bytes value, bool reverse) {
     const double x0 = s.x(static_cast<double>(b.first_event));
     const double x1 = s.x(static_cast<double>(b.first_event + series.bucket_events()));
-    upper += fmt::format("{},{} {},{} ", coord(x0), coord(s.y(b.max[k])), coord(x1), coord(s.y(b.max[k])));
-  }
-  for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
-    const double x0 = s.x(static_cast<double>(it->first_event));
-    const double x1 = s.x(static_cast<double>(it->first_event + series.bucket_events()));
-    lower += fmt::format("{},{} {},{} ", coord(x1), coord(s.y(it->min[k])), coord(x0), coord(s.y(it->min[k])));
-  }
+    const std::string y = coord(s.y(value));
+    if (!steps) return fmt::format("{},{} ", coord((x0 + x1) / 2), y);
+    return reverse ? fmt::format("{},{} {},{} ", coord(x1), y, coord(x0), y)
+                   : fmt::format("{},{} {},{} ", coord(x0), y, coord(x1), y);
+  };
+  std::string upper, lower;
+  for (const EnvelopeBucket& b : buckets) upper += points(b, b.max[k], false);
+  for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) lower += points(*it, it->min[k], true);
   if (!upper.empty()) upper.pop_back();
   if (!lower.empty()) lower.pop_back();
   return fmt::format(R"(<polygon class="band-{0}" points="{1} {2}" fill="{3}" fill-opacity="0.25"/>)"
@@ -252,7 +255,7 @@ std::string anatomy_section(const PolicyReport& p) {
 constexpr double kMapWidth = kWidth - 2, kMapRowHeight = 20, kMapRowGap = 6;
 constexpr int kMapRows = 8;
 // Blocks narrower than this are drawn together (one rect, the state holding most of their bytes).
-constexpr double kMinBlockPixels = 3;
+constexpr double kMinBlockPixels = 4;
 
 const PeakAllocation* live_at(const std::vector<PeakAllocation>& live, Addr addr) {
   auto it =
@@ -260,10 +263,11 @@ const PeakAllocation* live_at(const std::vector<PeakAllocation>& live, Addr addr
   return it != live.end() && it->addr == addr ? &*it : nullptr;
 }
 
+// The frames line of a block's hover text; none when the build keeps no frames (the legend says so).
 std::string frames_text(const PeakAllocation& a) {
-  if (!a.frames) return "frames: not available";
-  if (a.frames->empty()) return "frames: none recorded";
-  std::string out = "frames:";
+  if (!a.frames) return "";
+  if (a.frames->empty()) return "\nframes: none recorded";
+  std::string out = "\nframes:";
   for (const std::string& f : *a.frames) out += "\n  " + f;
   return out;
 }
@@ -349,7 +353,7 @@ std::string segment_map(const PolicyReport& p) {
         title = fmt::format("free (cached) block at 0x{:x}: {} ({} bytes), stream {}", piece.addr,
                             format_bytes(piece.size), piece.size, seg.stream);
       } else if (a != nullptr) {
-        title = fmt::format("{} alloc {} at 0x{:x}: {} ({} bytes), requested {}, stream {}{}\n{}",
+        title = fmt::format("{} alloc {} at 0x{:x}: {} ({} bytes), requested {}, stream {}{}{}",
                             state == 1 ? "pending-free" : "allocated", a->id, piece.addr, format_bytes(piece.size),
                             piece.size, format_bytes(a->requested), a->stream, a->tag.empty() ? "" : ", tag " + a->tag,
                             frames_text(*a));
@@ -369,8 +373,12 @@ std::string segment_map(const PolicyReport& p) {
       "<p class=\"legend\"><span><i style=\"background:#1c7ed6\"></i>allocated</span><span><i "
       "style=\"background:#ae3ec9\"></i>freed, awaiting other streams</span><span><i "
       "style=\"background:#dee2e6\"></i>free (cached)</span>{} segments, {} reserved, {} free in blocks, by address; "
-      "hover for sizes, streams and frames</p>\n",
-      segments.size(), escape(format_bytes(total)), escape(format_bytes(free_bytes)));
+      "hover for sizes, streams and frames{}</p>\n",
+      segments.size(), escape(format_bytes(total)), escape(format_bytes(free_bytes)),
+      std::any_of(p.peak_allocations.begin(), p.peak_allocations.end(),
+                  [](const PeakAllocation& a) { return a.frames.has_value(); })
+          ? ""
+          : " <span class=\"na\">(frames: not available)</span>");
   return out;
 }
 

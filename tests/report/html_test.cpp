@@ -69,8 +69,10 @@ TEST(HtmlReport, ShowsEachSectionOfAPolicy) {
   EXPECT_NE(html.find("<title>phase backward: events 2-3</title>"), std::string::npos);
   EXPECT_NE(html.find("<title>step 0 at event 0</title>"), std::string::npos);
   // The segment map's hover texts.
-  EXPECT_NE(html.find("allocated alloc 7 at 0x1000: 600 B (600 bytes), requested 500 B, stream 3, tag act\n"
-                      "frames: not available"),
+  EXPECT_NE(
+      html.find("<title>allocated alloc 7 at 0x1000: 600 B (600 bytes), requested 500 B, stream 3, tag act</title>"),
+      std::string::npos);
+  EXPECT_NE(html.find("hover for sizes, streams and frames <span class=\"na\">(frames: not available)</span>"),
             std::string::npos);
   EXPECT_NE(html.find("free (cached) block at 0x1258: 400 B (400 bytes), stream 3"), std::string::npos);
   // The placeholders of the parts built elsewhere.

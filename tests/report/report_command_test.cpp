@@ -8,6 +8,7 @@
 
 #include "browser.hpp"
 #include "support/command.hpp"
+#include "support/real_traces.hpp"
 
 namespace fraglab::testing {
 namespace {
@@ -28,6 +29,11 @@ TEST(ReportCommand, AMissingTraceIsOneLineNamingIt) {
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find((dir / "nope.jsonl").string()), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.html"));  // no page, no file
+  // An earlier report is not clobbered by a run that fails.
+  write_text(dir / "earlier.html", "earlier");
+  EXPECT_EQ(run_fraglab("report " + (dir / "nope.csv").string() + " -o " + (dir / "earlier.html").string()).status, 2);
+  EXPECT_EQ(read_text(dir / "earlier.html"), "earlier");
 }
 
 TEST(ReportCommand, AnUnwritableOutputIsOneLineNamingIt) {
@@ -131,6 +137,27 @@ std::map<std::string, std::uint64_t> json_peaks(const std::string& args) {
     peaks[run.at("policy").get<std::string>()] = run.at("peak_reserved_bytes").get<std::uint64_t>();
   }
   return peaks;
+}
+
+TEST(ReportCommand, ARealSnapshotShowsThePeaksOfReplayJson) {
+  // A snapshot cut off mid-run: the report replays from the recorded start state as replay does.
+  const std::string trace = std::string(FRAGLAB_REAL_TRACES) + "/gpt2medium-ctx128-train-cutoff.pickle";
+  FRAGLAB_NEEDS_REAL_TRACE(trace);
+  const fs::path dir = scratch_dir("report");
+  const std::string args = trace + " -p pytorch -p pytorch:expandable_segments:True";
+  const CommandResult r = run_fraglab("report " + args + " -o " + (dir / "real.html").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string html = read_text(dir / "real.html");
+  for (const auto& [spec, peak] : json_peaks(args)) {
+    const std::size_t at = html.find("data-policy=\"" + spec + "\">\n<h2>");
+    ASSERT_NE(at, std::string::npos) << spec;
+    EXPECT_NE(html.substr(at, 2000).find("<span class=\"peak-value\">" + std::to_string(peak) + "</span>"),
+              std::string::npos)
+        << spec;
+  }
+  // pytorch reports its segments: each run has a segment map, its first rect at the top left.
+  EXPECT_NE(html.find("<rect x=\"1.0\" y=\"1.0\""), std::string::npos);
+  EXPECT_EQ(count(html, "<svg class=\"segment-map\""), 2u);
 }
 
 TEST(ReportInBrowser, ChromiumLoadsTheReportWithoutConsoleErrors) {
