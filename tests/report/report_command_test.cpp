@@ -160,6 +160,23 @@ TEST(ReportCommand, ARealSnapshotShowsThePeaksOfReplayJson) {
   EXPECT_EQ(count(html, "<svg class=\"segment-map\""), 2u);
 }
 
+TEST(ReportCommand, MarksEveryRetryAndOutOfMemoryThatReplayJsonCounts) {
+  // On 260 MiB the sample (334 MiB at its peak under pytorch) needs cache flushes and still runs
+  // out: each at its own event of the 86, so one marker each.
+  const fs::path dir = scratch_dir("report");
+  const std::string args = kSample + " -p pytorch --device sim:260MiB";
+  const CommandResult r = run_fraglab("report " + args + " -o " + (dir / "tight.html").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string html = read_text(dir / "tight.html");
+  const CommandResult replay = run_fraglab("replay " + args + " --json -");
+  ASSERT_EQ(replay.status, 0) << replay.err;
+  const nlohmann::json run = nlohmann::json::parse(replay.out).at("runs").at(0);
+  ASSERT_GT(run.at("num_alloc_retries").get<std::size_t>(), 0u);
+  ASSERT_GT(run.at("num_ooms").get<std::size_t>(), 0u);
+  EXPECT_EQ(count(html, "<path class=\"retry\""), run.at("num_alloc_retries").get<std::size_t>());
+  EXPECT_EQ(count(html, "<path class=\"oom\""), run.at("num_ooms").get<std::size_t>());
+}
+
 TEST(ReportInBrowser, ChromiumLoadsTheReportWithoutConsoleErrors) {
   if (!have_chromium()) GTEST_SKIP() << "chromium is not installed (tools/install-deps.sh installs it)";
   const fs::path dir = scratch_dir("report");
