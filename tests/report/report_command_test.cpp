@@ -125,6 +125,16 @@ TEST(ReportCommand, ASweepResultsFileShowsTheFrontAndTheRecommendedLine) {
                 count(html, "<path class=\"oom\""),
             4u);
   EXPECT_GE(count(html, "<circle class=\"front\""), 1u);
+  // The same sweep written as JSONL is told from a JSONL trace by its first line.
+  ASSERT_EQ(run_fraglab("sweep " + kSample +
+                        " -p pytorch --grid expandable_segments=False,True --grid max_split_size_mb=none,20 -o " +
+                        (dir / "sweep.jsonl").string() + " --overwrite")
+                .status,
+            0);
+  ASSERT_EQ(
+      run_fraglab("report " + (dir / "sweep.jsonl").string() + " -o " + (dir / "sweep-jsonl.html").string()).status, 0);
+  EXPECT_NE(read_text(dir / "sweep-jsonl.html").find("recommended: <code>" + match.str() + "</code>"),
+            std::string::npos);
 }
 
 // The peak each run's --json reports, by policy spec.
