@@ -6,9 +6,10 @@ set -euo pipefail
 # not installed here) and llvm-14 (llvm-profdata-14 and llvm-cov-14, for `tools/fuzz.sh coverage`).
 # python3-torch (large: it pulls in PyTorch's CPU build) gives the tests PyTorch's own snapshot
 # viewer code, torch.cuda._memory_viz, to read what `replay --export-snapshot` writes.
+# chromium: tests/report loads `fraglab report`'s page in it, headless (skipped where it is missing).
 packages=(cmake g++ make pkg-config zlib1g-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
           libspdlog-dev libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
-          clang-14 libclang-rt-14-dev llvm-14 python3-torch)
+          clang-14 libclang-rt-14-dev llvm-14 python3-torch chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,6 +31,7 @@ constexpr Subcommand kSubcommands[] = {
     {"merge", fraglab::cli::cmd_merge, "join the results files of sweep shards"},
     {"check", fraglab::cli::cmd_check, "CI gate: compare a replay with a baseline results JSON (exit 1 on regression)"},
     {"diff", fraglab::cli::cmd_diff, "show where two traces (before / after a change) differ in memory"},
+    {"report", fraglab::cli::cmd_report, "write a self-contained HTML report of a trace's replays or a sweep"},
 };
 
 void print_usage(std::ostream& out) {
