@@ -16,6 +16,10 @@ struct TraceReadOptions {
   // Snapshots hold one trace per device: which one to read. -1 = the only device that has
   // events or segments (an error naming the devices when there are several).
   int device_index = -1;
+  // Stack frames to keep per allocation (README "Stack frames"): the N innermost frames of each
+  // recorded stack, interned into Trace::frames / stacks / event_stacks. 0 (the default): none
+  // are read, and ingest runs at full speed.
+  std::uint32_t frames = 0;
 };
 
 // The path that means standard input, and the name messages give it. A trace read from stdin

@@ -20,6 +20,7 @@ int cmd_replay(int argc, char** argv) {
   std::string trace_path, device_spec, json_path, timeline_path, start_option;
   std::vector<std::string> specs;
   int device_index = -1;
+  std::int64_t frames = 0;
   std::uint64_t timeline_every = 1;
   double memory_fraction = -1;
   options.add_options()("trace", po::value(&trace_path)->required(),
@@ -42,7 +43,7 @@ int cmd_replay(int argc, char** argv) {
       "check-invariants",
       "check after every event that no live blocks overlap, blocks lie in reserved memory and are at least "
       "the request, and reserved <= capacity; exit 1 on a violation")(
-      "timing", "add replay time and events/s (not deterministic)");
+      "timing", "add replay time and events/s (not deterministic)")("frames", po::value(&frames), kFramesHelp);
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -65,7 +66,7 @@ int cmd_replay(int argc, char** argv) {
   const DeviceSpec early_device = choose_device(device_option).device;
   for (const std::string& spec : specs) check_policy_spec(spec, early_device);
   check_start_state_option(start_option);
-  const TraceReadOptions read_options{.device_index = device_index};
+  const TraceReadOptions read_options{.device_index = device_index, .frames = frames_option(vm, frames, 0)};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
   std::vector<std::string> skipped;
