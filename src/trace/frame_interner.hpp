@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -50,7 +49,17 @@ class FrameInterner {
   // Seeded (fraglab/seeded_hash.hpp): frames come from the input, and must not be able to all land
   // in one bucket.
   std::unordered_map<std::string, std::uint32_t, SeededHash, std::equal_to<>> frame_index_;
-  std::map<std::vector<std::uint32_t>, std::uint32_t> stack_index_;
+  // Hashed, not ordered: stacks share their first ~25 frames (PyTorch's own), so ordered compares
+  // walked those again at every level of a tree. Seeded like frame_index_.
+  struct StackHash {
+    SeededHash hash;
+    std::size_t operator()(const std::vector<std::uint32_t>& s) const {
+      std::uint64_t h = s.size();
+      for (const std::uint32_t f : s) h = h * 0x100000001b3ull ^ f;
+      return hash(h);
+    }
+  };
+  std::unordered_map<std::vector<std::uint32_t>, std::uint32_t, StackHash> stack_index_;
 };
 
 // Keeps at most `keep` innermost frames of every stack of `trace` (0: drops the frame tables

@@ -30,7 +30,6 @@
 #include <set>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -40,6 +39,7 @@
 #include "trace/dict_layout.hpp"
 #include "trace/frame_interner.hpp"
 #include "trace/pickle.hpp"
+#include "trace/pointer_map.hpp"
 #include "trace/snapshot_options.hpp"
 
 namespace fraglab {
@@ -297,8 +297,8 @@ class SnapshotReader {
   std::vector<std::uint32_t> initial_stacks_;      // by discovery order, like initial_
   // Containers of the document already read by read_stack(): frame dicts -> frame index, frame
   // lists -> stack index. Per device (the interner's tables are per Trace).
-  std::unordered_map<const void*, std::uint32_t> frame_cache_;
-  std::unordered_map<const void*, std::uint32_t> stack_cache_;
+  detail::PointerMap frame_cache_;
+  detail::PointerMap stack_cache_;
 
   std::string_view origin_;
   WalkBudget budget_;  // shared by every device read from the document
@@ -1040,7 +1040,7 @@ std::uint32_t SnapshotReader::read_stack(const Value& frames, const Loc& where) 
   const void* list_id = items.data();  // the list's (or tuple's) item storage: one per object
   if (items.empty()) return kNoString;
   budget_.charge(1);
-  if (auto hit = stack_cache_.find(list_id); hit != stack_cache_.end()) return hit->second;
+  if (const std::uint32_t* hit = stack_cache_.find(list_id)) return *hit;
   const std::size_t n = std::min<std::size_t>(items.size(), keep_frames_);
   budget_.charge(n);
   stack_frames_.clear();
@@ -1049,8 +1049,8 @@ std::uint32_t SnapshotReader::read_stack(const Value& frames, const Loc& where) 
     if (!f.is_dict())
       fail(where,
            fmt::format("frame {}: expected a dict with filename, line and name, got {}", k, pickle::kind_name(f.kind)));
-    if (auto hit = frame_cache_.find(f.dict); hit != frame_cache_.end()) {
-      stack_frames_.push_back(hit->second);
+    if (const std::uint32_t* hit = frame_cache_.find(f.dict)) {
+      stack_frames_.push_back(*hit);
       continue;
     }
     budget_.charge(f.dict_size());
@@ -1060,11 +1060,11 @@ std::uint32_t SnapshotReader::read_stack(const Value& frames, const Loc& where) 
     if (!filename || !filename->is_str() || !name || !name->is_str() || !line || line->kind != Kind::Int)
       fail(where, fmt::format("frame {}: expected a dict with filename (str), line (int) and name (str)", k));
     const std::uint32_t index = interner_->frame(filename->str(), line->integer, name->str());
-    frame_cache_.emplace(f.dict, index);
+    frame_cache_.insert(f.dict, index);
     stack_frames_.push_back(index);
   }
   const std::uint32_t stack = interner_->stack(stack_frames_);
-  stack_cache_.emplace(list_id, stack);
+  stack_cache_.insert(list_id, stack);
   return stack;
 }
 
