@@ -134,6 +134,34 @@ TEST(DiffByFrame, GroupsRequestedBytesByTopFrame) {
   EXPECT_EQ(without.status, 2);
 }
 
+// tiny-segments.pickle (no allocation live at its start, no segment frees: ids are alloc order and
+// no event is inferred), with Python's pickle module: trace entries joined as fraglab joins them
+// (a free_requested followed by the free_completed of its address is one free), requested bytes
+// live after each event, the first maximum:
+//   peak 3249143816 after event 43; the largest live then, (id, size, alloc event), by size then
+//   id: (10, 536870912, 15), (21, 536870912, 33), (23, 536870912, 37)
+// and the first frame of allocs[9] (id 10) whose filename ends in .py, frame 25:
+//   .../cs336_systems/trace_peak_memory.py line 7, custom_softmax (none of the 25 before is .py).
+TEST(InspectTopAtPeak, RealSnapshotAgainstPython) {
+  const fs::path snap = fs::path(FRAGLAB_REAL_TRACES) / "tiny-segments.pickle";
+  FRAGLAB_NEEDS_REAL_TRACE(snap);
+  const auto r = run_fraglab("inspect " + snap.string() + " --top-at-peak 3 --json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto top = nlohmann::json::parse(r.out)["top_at_peak"];
+  EXPECT_EQ(top["event_index"], 43);
+  EXPECT_EQ(top["live_requested_bytes"], 3249143816u);
+  const int ids[] = {10, 21, 23}, events[] = {15, 33, 37};
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(top["allocations"][k]["id"], ids[k]);
+    EXPECT_EQ(top["allocations"][k]["size"], 536870912u);
+    EXPECT_EQ(top["allocations"][k]["alloc_event"], events[k]);
+  }
+  EXPECT_EQ(top["allocations"][0]["top_frame"]["filename"],
+            "/root/autodl-tmp/assignment2-systems/cs336_systems/trace_peak_memory.py");
+  EXPECT_EQ(top["allocations"][0]["top_frame"]["line"], 7);
+  EXPECT_EQ(top["allocations"][0]["top_frame"]["name"], "custom_softmax");
+}
+
 // convert --frames carries a snapshot's frames into JSONL: the converted file lists the same top
 // allocations with the same frames as the snapshot itself.
 TEST(ConvertFrames, KeepsTheSnapshotsFrames) {
