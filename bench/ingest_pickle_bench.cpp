@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -280,7 +281,7 @@ std::string synthetic_snapshot(std::size_t entries) {
 // without the arena chunk the last one kept (pickle::Arena::kMaxSpareChunk), as the first parse
 // of a process does: the kernel faults in and zeroes the arena's pages again.
 void run_snapshot(benchmark::State& state, const std::string& bytes, const std::string& origin,
-                  bool first_parse = false) {
+                  bool first_parse = false, std::uint32_t frames = 0) {
   std::uint64_t entries = 0, events = 0;
   for (auto _ : state) {
     if (first_parse) {
@@ -288,7 +289,7 @@ void run_snapshot(benchmark::State& state, const std::string& bytes, const std::
       pickle::Arena::release_spare_chunk();
       state.ResumeTiming();
     }
-    Trace t = parse_snapshot(bytes, origin);
+    Trace t = parse_snapshot(bytes, origin, TraceReadOptions{.frames = frames});
     entries = t.source_entries;
     events = t.events.size();
     benchmark::DoNotOptimize(t.events.data());
@@ -335,6 +336,31 @@ void BM_SnapshotRealFirstParse(benchmark::State& state, const char* file) {
   run_snapshot(state, bytes, path, /*first_parse=*/true);
 }
 
+// With --frames N (state.range(0)): every container built, the top N frames of each entry interned.
+void BM_SnapshotRealFrames(benchmark::State& state, const char* file) {
+  std::string bytes, path;
+  if (!load_real(state, file, bytes, path)) return;
+  run_snapshot(state, bytes, path, false, static_cast<std::uint32_t>(state.range(0)));
+}
+
+// A snapshot converted with --frames N, read back as JSONL (frames and stacks tables in the
+// header, a "stack" on each event line).
+void BM_ParseJsonlRealFrames(benchmark::State& state, const char* file) {
+  std::string bytes, path;
+  if (!load_real(state, file, bytes, path)) return;
+  std::ostringstream out;
+  write_jsonl(parse_snapshot(bytes, path, TraceReadOptions{.frames = static_cast<std::uint32_t>(state.range(0))}), out);
+  const std::string text = out.str();
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    Trace t = parse_jsonl(text, path);
+    events = t.events.size();
+    benchmark::DoNotOptimize(t.events.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * events));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+}
+
 void BM_PickleReal(benchmark::State& state, const char* file) {
   std::string bytes, path;
   if (!load_real(state, file, bytes, path)) return;
@@ -363,6 +389,16 @@ FRAGLAB_REAL_SNAPSHOT(lm27b_ctx128_fullstep, "lm2.7b-ctx128-fullstep.pickle");
 FRAGLAB_REAL_SNAPSHOT(lm27b_ctx512_forward, "lm2.7b-ctx512-forward-bf16.pickle");
 
 BENCHMARK_CAPTURE(BM_SnapshotRealFirstParse, lm27b_ctx128_fullstep, "lm2.7b-ctx128-fullstep.pickle")
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK_CAPTURE(BM_SnapshotRealFrames, lm27b_ctx128_fullstep, "lm2.7b-ctx128-fullstep.pickle")
+    ->Arg(0)
+    ->Arg(16)
+    ->Arg(64)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ParseJsonlRealFrames, lm27b_ctx128_fullstep, "lm2.7b-ctx128-fullstep.pickle")
+    ->Arg(0)
+    ->Arg(16)
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_SnapshotSyntheticNoFrames)->Arg(1'000'000)->Unit(benchmark::kMillisecond);

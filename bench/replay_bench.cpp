@@ -36,6 +36,18 @@ void replay_real_trace(benchmark::State& state, const std::string& file, const s
   replay(state, trace, spec);
 }
 
+// The same file read with its stack frames kept (--frames 64): the replay ignores them, so this
+// should match replay_real_trace under the same policy.
+void replay_real_trace_frames(benchmark::State& state, const std::string& file, const std::string& spec) {
+  const std::string path = kReal + "/" + file;
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError(("missing " + path).c_str());
+    return;
+  }
+  static const Trace trace = read_trace(path, TraceReadOptions{.frames = 64});
+  replay(state, trace, spec);
+}
+
 // A tagged ZeRO-3 trace of GPT2-XL (gemini needs tags; the real snapshots have none).
 const Trace& gpt2_xl_zero3(std::uint32_t steps) {
   static std::map<std::uint32_t, Trace> traces;
@@ -66,6 +78,8 @@ LM27B(tlsf, "tlsf");
 LM27B(cuda_async, "cuda_async");
 LM27B(gmlake, "gmlake");
 LM27B(offline, "offline");
+BENCHMARK_CAPTURE(replay_real_trace_frames, lm27b_pytorch_default_frames64, "lm2.7b-ctx128-fullstep.pickle", "pytorch")
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(replay_generated, gpt2xl_zero3_3steps_gemini, 3, "gemini")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(replay_generated, gpt2xl_zero3_3steps_pytorch, 3, "pytorch")->Unit(benchmark::kMillisecond);

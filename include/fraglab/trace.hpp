@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,6 +84,9 @@ struct InitialAllocation {
   Bytes block_size = 0;  // block size inside its segment; 0 = not recorded (derive it)
   StreamId stream = 0;
   bool free_requested = false;  // freed by the user but awaiting other streams (pending free)
+  // Index into Trace::stacks of the stack that allocated it (a snapshot block's `frames`);
+  // kNoString when frames were not kept or none were recorded.
+  std::uint32_t stack = kNoString;
   bool operator==(const InitialAllocation&) const = default;
 };
 
@@ -92,6 +96,14 @@ struct InitialState {
   bool empty() const { return segments.empty() && allocations.empty(); }
   Bytes reserved_bytes() const;
   bool operator==(const InitialState&) const = default;
+};
+
+// One source location of a recorded stack (a PyTorch snapshot's frame dict {filename, line, name}).
+struct Frame {
+  std::string filename;
+  std::int64_t line = 0;
+  std::string name;
+  bool operator==(const Frame&) const = default;
 };
 
 struct Trace {
@@ -107,6 +119,19 @@ struct Trace {
   std::uint64_t source_entries = 0;
   std::vector<std::string> strings;  // tags, mark labels and values
   InitialState initial;
+  // Stack frames, kept only when asked for (TraceReadOptions::frames; README "Stack frames"):
+  std::vector<Frame> frames;                       // unique frames
+  std::vector<std::vector<std::uint32_t>> stacks;  // unique stacks: indices into frames, innermost first, at most
+                                                   // the top N kept
+  std::vector<std::uint32_t> event_stacks;         // empty when frames were not kept; else one per event: index into
+                                                   // stacks, kNoString when the event has none
+
+  // The stack of events[event_index] (indices into frames, innermost first); nullopt when frames
+  // were not kept or that event has none.
+  std::optional<std::span<const std::uint32_t>> stack_of(std::size_t event_index) const;
+  // The same for a stack index (InitialAllocation::stack): nullopt for kNoString.
+  std::optional<std::span<const std::uint32_t>> stack_at(std::uint32_t stack) const;
+  bool has_frames() const { return !event_stacks.empty() || !stacks.empty(); }
 
   std::uint32_t intern(std::string_view s);  // index of s in strings, adding it if new
   std::string_view string_at(std::uint32_t index) const { return strings.at(index); }

@@ -21,6 +21,10 @@ struct TraceReadOptions {
   // Snapshots hold one trace per device: which one to read. -1 = the only device that has
   // events or segments (an error naming the devices when there are several).
   int device_index = -1;
+  // Stack frames to keep per allocation (README "Stack frames"): the N innermost frames of each
+  // recorded stack, interned into Trace::frames / stacks / event_stacks. 0 (the default): none
+  // are read, and ingest runs at full speed.
+  std::uint32_t frames = 0;
   // JSONL: called every 65536 lines (snapshot pickles are read in one piece: not called).
   ReadProgress progress = {};
 };

@@ -10,8 +10,13 @@
 #include <set>
 
 #include "cli/common.hpp"
+#include "cli/device_choice.hpp"
+#include "fraglab/frames.hpp"
+#include "fraglab/peak_allocations.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/run_replay.hpp"
 #include "fraglab/sim_device.hpp"
+#include "fraglab/top_at_peak_report.hpp"
 
 namespace fraglab::cli {
 namespace {
@@ -96,30 +101,81 @@ nlohmann::json inspect_json(const Trace& trace, const TraceSummary& s, const std
   return j;
 }
 
+// --top-at-peak: the live allocations at the program's own peak of requested bytes, or with
+// -p at the event after which that policy's reserved bytes peaked (README "Stack frames").
+TopAtPeak top_at_peak(const Trace& trace, std::size_t count, const std::string& spec,
+                      const std::optional<std::string>& device_option, const std::string& start_option) {
+  TopAtPeak top;
+  top.count = count;
+  if (spec.empty()) {
+    top.basis = "requested";
+    top.live = live_after(trace, peak_requested_event(trace));
+    return top;
+  }
+  const DeviceChoice device = choose_device(device_option, trace);
+  warn_capacity_options(device, {spec});
+  ReplayOptions replay;
+  replay.start_state = choose_start_state(start_option, trace, {spec});
+  const ReplayResult r = run_replay(trace, spec, device.device, replay);
+  top.basis = "reserved";
+  top.policy = spec;
+  top.peak_reserved = r.metrics.peak_reserved;
+  top.live = live_after(trace, r.metrics.peak_reserved_event);
+  return top;
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
   po::options_description options("options");
   std::string trace_path, json_path;
   int device_index = -1;
+  std::int64_t frames = 0, top_count = 0, frames_shown = 0;
+  std::string spec, device_spec, start_option;
   options.add_options()("trace", po::value(&trace_path)->required(),
                         "trace file: fraglab JSONL (.gz ok) or a PyTorch snapshot pickle")(
       "device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")(
       "json", po::value(&json_path), "write the description as JSON to FILE (- for stdout)")(
-      "initial-state", "list every segment and live allocation of the initial state");
+      "initial-state", "list every segment and live allocation of the initial state")(
+      "top-at-peak", po::value(&top_count),
+      "list the N largest allocations live at the peak of requested bytes (with -p: at the policy's peak "
+      "reserved), with their stack frames")("policy,p", po::value(&spec),
+                                            "with --top-at-peak: the policy whose peak reserved to use")(
+      "device", po::value(&device_spec), "with -p: device: sim[:CAPACITY][,external:BYTES] (default 80GiB)")(
+      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
+      "frames", po::value(&frames), "stack frames to keep per allocation (default 64 with --top-at-peak, else 0)")(
+      "show-frames", po::value(&frames_shown)->default_value(6),
+      "with --top-at-peak: frames shown per allocation in the text (PyTorch's own frames skipped)");
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
-  if (!parse_command_line(argc, argv, "usage: fraglab inspect TRACE [--json FILE|-] [--initial-state]", options,
-                          positional, vm)) {
+  if (!parse_command_line(argc, argv,
+                          "usage: fraglab inspect TRACE [--json FILE|-] [--initial-state] [--top-at-peak N [-p SPEC]]",
+                          options, positional, vm)) {
     return 0;
   }
-  const TraceReadOptions read_options{.device_index = device_index};
+  const bool top = vm.count("top-at-peak") > 0;
+  if (top && top_count < 1)
+    throw InputError(fmt::format("--top-at-peak {}: expected a number of allocations of at least 1", top_count));
+  if (!top && (vm.count("policy") || vm.count("device")))
+    throw InputError("-p and --device: expected --top-at-peak with them (inspect replays only for it)");
+  if (frames_shown < 0) throw InputError(fmt::format("--show-frames {}: expected 0 or more", frames_shown));
+  const std::optional<std::string> device_option = vm.count("device") ? std::optional(device_spec) : std::nullopt;
+  if (!spec.empty()) check_policy_spec(spec, choose_device(device_option).device);  // before the read
+  check_start_state_option(start_option);
+  const TraceReadOptions read_options{.device_index = device_index,
+                                      .frames = frames_option(vm, frames, top ? kDefaultFramesKept : 0)};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary s = summarize(trace);
   const std::map<AllocId, StartBlock> blocks =
       vm.count("initial-state") ? start_blocks(trace) : std::map<AllocId, StartBlock>{};
-  const nlohmann::json j = inspect_json(trace, s, blocks);
+  nlohmann::json j = inspect_json(trace, s, blocks);
+  const FrameFilter filter;
+  std::optional<TopAtPeak> top_list;
+  if (top) {
+    top_list = top_at_peak(trace, static_cast<std::size_t>(top_count), spec, device_option, start_option);
+    j["top_at_peak"] = top_at_peak_json(trace, *top_list, filter);
+  }
   if (!json_path.empty()) write_output(json_path, j.dump(2) + "\n");
   if (json_path == "-") return 0;
 
@@ -170,6 +226,7 @@ int cmd_inspect(int argc, char** argv) {
                                a.free_requested ? " (free requested)" : "");
     }
   }
+  if (top_list) std::cout << top_at_peak_text(trace, *top_list, filter, static_cast<std::size_t>(frames_shown));
   return 0;
 }
 

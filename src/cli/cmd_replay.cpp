@@ -21,6 +21,7 @@ int cmd_replay(int argc, char** argv) {
   std::string trace_path, device_spec, json_path, timeline_path, start_option, export_path;
   std::vector<std::string> specs;
   int device_index = -1;
+  std::int64_t frames = 0;
   std::uint64_t timeline_every = 1;
   double memory_fraction = -1;
   options.add_options()("trace", po::value(&trace_path)->required(),
@@ -47,7 +48,8 @@ int cmd_replay(int argc, char** argv) {
       "the request, and reserved <= capacity; exit 1 on a violation")(
       "timing", "add replay time and events/s (not deterministic)")(
       "export-snapshot", po::value(&export_path),
-      "write the run (one -p) as a PyTorch memory snapshot pickle to FILE, for memory_viz and `fraglab validate`");
+      "write the run (one -p) as a PyTorch memory snapshot pickle to FILE, for memory_viz and `fraglab validate`")(
+      "frames", po::value(&frames), kFramesHelp);
   po::positional_options_description positional;
   positional.add("trace", 1);
   po::variables_map vm;
@@ -83,7 +85,7 @@ int cmd_replay(int argc, char** argv) {
   }
   const bool timeline_anatomy = vm.count("timeline-anatomy") > 0;
   if (timeline_anatomy && timeline_path.empty()) throw InputError("--timeline-anatomy: expected --timeline FILE too");
-  const TraceReadOptions read_options{.device_index = device_index};
+  const TraceReadOptions read_options{.device_index = device_index, .frames = frames_option(vm, frames, 0)};
   const Trace trace = load_trace(trace_path, read_options);
   const TraceSummary summary = summarize(trace);
   if (exporting && !trace.events.empty() && trace.events.front().device > SnapshotRecorder::kMaxDevice)

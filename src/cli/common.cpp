@@ -50,6 +50,14 @@ bool parse_command_line(int argc, char** argv, const std::string& usage, const p
   return true;
 }
 
+std::uint32_t frames_option(const po::variables_map& vm, std::int64_t value, std::uint32_t absent) {
+  constexpr std::int64_t kMost = std::int64_t{1} << 20;  // far beyond any recorded stack's depth
+  if (!vm.count("frames")) return absent;
+  if (value < 0 || value > kMost)
+    throw InputError(fmt::format("--frames {}: expected a number of stack frames from 0 to {}", value, kMost));
+  return static_cast<std::uint32_t>(value);
+}
+
 void write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;

@@ -75,6 +75,14 @@ void mark_recorded_settings(const Trace& trace, std::vector<ReplayResult>& runs)
 // began (recorded start state; the peak reached at the start, or more than half of it).
 void warn_about_start(const Trace& trace, const std::vector<ReplayResult>& runs);
 
+// --frames N (README "Stack frames"): how many innermost stack frames of each allocation to keep.
+inline constexpr const char* kFramesHelp =
+    "keep the N innermost stack frames of each allocation a snapshot (or a JSONL trace) records (0: none, "
+    "the fastest read)";
+// The --frames value, checked (0 .. 2^20, else an InputError naming the option); `absent` when the
+// option was not given.
+std::uint32_t frames_option(const po::variables_map& vm, std::int64_t value, std::uint32_t absent);
+
 // Writes `text` to FILE, or to stdout when FILE is "-".
 void write_output(const std::string& path, const std::string& text);
 

@@ -468,6 +468,17 @@ std::uint64_t infer_unrecorded_events(Trace& trace, const ValidateOptions& optio
   for (std::size_t k = 0; k < a.run.trace.events.size(); ++k) {
     events.push_back(a.run.expect_oom[k] ? trace.events[a.run.original_index[k]] : a.run.trace.events[k]);
   }
+  // Kept stacks follow their events; an inserted empty_cache (same original index as the event
+  // it precedes, another op) has none.
+  if (!trace.event_stacks.empty()) {
+    std::vector<std::uint32_t> stacks(events.size(), kNoString);
+    for (std::size_t k = 0; k < events.size(); ++k) {
+      const std::uint64_t original = a.run.original_index[k];
+      if (original < trace.events.size() && trace.events[original].op == events[k].op)
+        stacks[k] = trace.event_stacks[original];
+    }
+    trace.event_stacks = std::move(stacks);
+  }
   trace.events = std::move(events);
   trace.strings = a.run.trace.strings;
   return a.run.empty_cache_inferred;

@@ -38,6 +38,7 @@ struct EventFields {
     kLabel = 1 << 8,
     kValue = 1 << 9,
     kDeviceFree = 1 << 10,
+    kStack = 1 << 11,
   };
   // A slot holds a value only when its bit is in `seen`: the others are left uninitialised, since
   // zeroing this struct for every line was a measurable part of the ingest time.
@@ -45,7 +46,7 @@ struct EventFields {
   Op op;
   std::string_view tag, label;  // unescaped text
   std::string_view value;       // a mark value's exact JSON text
-  std::uint64_t id, size, stream, addr, device, device_free;
+  std::uint64_t id, size, stream, addr, device, device_free, stack;
   std::int64_t time;
   bool has(std::uint32_t bit) const { return (seen & bit) != 0; }
   std::uint64_t get(std::uint32_t bit, const std::uint64_t& slot) const { return has(bit) ? slot : 0; }
@@ -219,6 +220,10 @@ inline bool scan_scalar(Cursor& c, std::string_view& text) {
         if (skip_literal(c, "stream\":")) {
           f.seen |= F::kStream;
           return scan_u64(c, f.stream);
+        }
+        if (skip_literal(c, "stack\":")) {
+          f.seen |= F::kStack;
+          return scan_u64(c, f.stack);
         }
         break;
       case 'a':

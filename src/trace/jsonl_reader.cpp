@@ -271,12 +271,75 @@ class JsonlReader {
         read_initial_segments(array_of(v, key));
       } else if (key == "initial_allocations") {
         read_initial_allocations(array_of(v, key));
+      } else if (key == "frames") {
+        read_frames(array_of(v, key));
+      } else if (key == "stacks") {
+        read_stacks(array_of(v, key));
       } else {
         check_ignored(v, key);
       }
     }
     expect_end(doc);
     if (!versioned) fail("missing header: expected {\"fraglab_trace\": 1, ...} as the first line");
+    check_frame_tables();
+  }
+
+  // ---- stack frames (README "Stack frames") --------------------------------------------------
+
+  // "frames": [[filename, line, name], ...]
+  void read_frames(od::array arr) {
+    std::size_t index = 0;
+    for (auto item : arr) {
+      const std::string where = fmt::format("frames[{}]", index++);
+      od::array frame;
+      if (get(std::move(item)).get_array().get(frame)) fail(fmt::format("{}: expected [filename, line, name]", where));
+      Frame f;
+      std::size_t n = 0;
+      for (auto part : frame) {
+        od::value v = get(std::move(part));
+        if (n == 0) f.filename = read_string(v, where + "[0]");
+        if (n == 1) f.line = read_i64(v, where + "[1]");
+        if (n == 2) f.name = read_string(v, where + "[2]");
+        ++n;
+      }
+      if (n != 3) fail(fmt::format("{}: expected [filename, line, name], got {} items", where, n));
+      trace_.frames.push_back(std::move(f));
+    }
+  }
+
+  // "stacks": [[frame index, ...], ...], innermost first.
+  void read_stacks(od::array arr) {
+    has_stacks_ = true;
+    std::size_t index = 0;
+    for (auto item : arr) {
+      const std::string where = fmt::format("stacks[{}]", index++);
+      od::array stack;
+      if (get(std::move(item)).get_array().get(stack))
+        fail(fmt::format("{}: expected an array of frame indices", where));
+      std::vector<std::uint32_t>& frames = trace_.stacks.emplace_back();
+      for (auto part : stack) {
+        const std::uint64_t f = read_u64(get(std::move(part)), where);
+        if (f >= kNoString) fail(fmt::format("field '{}': frame index {} out of range", where, f));
+        frames.push_back(static_cast<std::uint32_t>(f));
+      }
+    }
+  }
+
+  // Once the header is read: every index points into its table.
+  void check_frame_tables() {
+    if (!trace_.frames.empty() && !has_stacks_) fail("field 'frames' without 'stacks' (expected both or neither)");
+    for (std::size_t s = 0; s < trace_.stacks.size(); ++s) {
+      for (const std::uint32_t f : trace_.stacks[s]) {
+        if (f >= trace_.frames.size())
+          fail(fmt::format("field 'stacks[{}]': frame index {} out of range (the header lists {} frames)", s, f,
+                           trace_.frames.size()));
+      }
+    }
+    for (const InitialAllocation& a : trace_.initial.allocations) {
+      if (a.stack != kNoString && a.stack >= trace_.stacks.size())
+        fail(fmt::format("initial allocation {}: stack {} out of range (the header lists {} stacks)", a.id, a.stack,
+                         trace_.stacks.size()));
+    }
   }
 
   od::array array_of(od::value v, std::string_view key) {
@@ -348,6 +411,10 @@ class JsonlReader {
           a.stream = read_u64(v, name);
         } else if (key == "free_requested") {
           a.free_requested = read_bool(v, name);
+        } else if (key == "stack") {
+          const std::uint64_t s = read_u64(v, name);
+          if (s >= kNoString) fail(fmt::format("field '{}': stack index {} out of range", name, s));
+          a.stack = static_cast<std::uint32_t>(s);
         }
       }
       if (!has_id || !has_addr || !has_size) fail(fmt::format("{}: missing field 'id', 'addr' or 'size'", where));
@@ -394,6 +461,8 @@ class JsonlReader {
         f.device = read_u64(v, key), f.seen |= EventFields::kDevice;
       } else if (key == "device_free") {
         f.device_free = read_u64(v, key), f.seen |= EventFields::kDeviceFree;
+      } else if (key == "stack" && has_stacks_) {  // without the header's "stacks", an unknown field
+        f.stack = read_u64(v, key), f.seen |= EventFields::kStack;
       } else if (key == "label") {
         f.label = read_string(v, key), f.seen |= EventFields::kLabel;
       } else if (key == "value") {
@@ -482,6 +551,12 @@ class JsonlReader {
         break;
     }
     if (f.has(EventFields::kTag)) e.tag = interner_.intern(f.tag);
+    if (has_stacks_) {
+      const std::uint64_t stack = f.has(EventFields::kStack) ? f.stack : kNoString;
+      if (stack != kNoString && stack >= trace_.stacks.size())
+        fail(fmt::format("field 'stack': {} out of range (the header lists {} stacks)", stack, trace_.stacks.size()));
+      trace_.event_stacks.push_back(static_cast<std::uint32_t>(stack));
+    }  // else "stack" is an unknown field, ignored as it always was
     if (const char* what = live_.apply(e.op, e.id, e.size))
       fail(fmt::format("{} id {}: {}", op_name(e.op), e.id, what));
   }
@@ -499,6 +574,7 @@ class JsonlReader {
   Trace trace_;
   Interner interner_;
   detail::LiveAllocations live_;
+  bool has_stacks_ = false;  // the header has "stacks": one event_stacks entry per event
 };
 
 }  // namespace

@@ -7,15 +7,20 @@
 // Layout (keys in this fixed order, compact, integers in decimal, fields in [] only when not
 // their default):
 //   header       {"fraglab_trace":1,"name":S,"source":S,["allocator_conf":S,]["source_entries":N,]
-//                 ["strings":[S...],]["initial_segments":[...],]["initial_allocations":[...]]}
+//                 ["strings":[S...],]["initial_segments":[...],]["initial_allocations":[...],]
+//                 ["frames":[[FILENAME,LINE,NAME]...],"stacks":[[FRAME...]...]]}
 //     segment    {"addr":N,"size":N,["stream":N,]["pool":"small",]["expandable":true]}
-//     allocation {"id":N,"addr":N,"size":N,["block_size":N,]["stream":N,]["free_requested":true]}
+//     allocation {"id":N,"addr":N,"size":N,["block_size":N,]["stream":N,]["free_requested":true,]["stack":N]}
 //   alloc, free, free_requested, free_completed, empty_cache
 //                {"op":OP,"id":N,"size":N,[stream],[addr],[tag],[t],[device]}
 //                 (id always for alloc/free*, size always for alloc; otherwise only when != 0)
 //   mark         {"op":"mark","label":S,"value":JSON,[stream],[addr],[tag],[t],[device]}
 //   segment_*    {"op":OP,"addr":N,"size":N,"stream":N,[id],[tag],[t],[device]}
 //   oom          {"op":"oom","size":N,"device_free":N,[id],[stream],[tag],[t],[device]}
+//
+// Every event line ends with [,"stack":N] when the trace kept frames (Trace::event_stacks) and the
+// event has a stack; "frames" and "stacks" are written when it kept any (Trace::has_frames()), so
+// a trace read without frames is written byte for byte as before.
 //
 // "strings" (the whole string table) is written only when the table is not what the reader
 // would rebuild by itself — strings in first-use order (per event: label, value, tag), none
@@ -53,8 +58,9 @@ class JsonlWriter {
 
   void write() {
     write_header();
-    for (const Event& e : trace_.events) {
-      write_event(e);
+    const bool stacks = !trace_.event_stacks.empty();
+    for (std::size_t i = 0; i < trace_.events.size(); ++i) {
+      write_event(trace_.events[i], stacks && i < trace_.event_stacks.size() ? trace_.event_stacks[i] : kNoString);
       if (buf_.size() >= kFlushBytes) flush();
     }
     flush();
@@ -157,14 +163,40 @@ class JsonlWriter {
         if (a.block_size != 0) field(R"(,"block_size":)", a.block_size);
         if (a.stream != 0) field(R"(,"stream":)", a.stream);
         if (a.free_requested) raw(R"(,"free_requested":true)");
+        if (a.stack != kNoString) field(R"(,"stack":)", a.stack);
         raw("}");
       }
       raw("]");
     }
+    if (trace_.has_frames()) write_frame_tables();
     raw("}\n");
   }
 
-  void write_event(const Event& e) {
+  void write_frame_tables() {
+    raw(R"(,"frames":[)");
+    for (std::size_t i = 0; i < trace_.frames.size(); ++i) {
+      const Frame& f = trace_.frames[i];
+      raw(i ? ",[" : "[");
+      detail::append_json_string(buf_, f.filename);
+      raw(",");
+      i64(f.line);
+      raw(",");
+      detail::append_json_string(buf_, f.name);
+      raw("]");
+    }
+    raw(R"(],"stacks":[)");
+    for (std::size_t s = 0; s < trace_.stacks.size(); ++s) {
+      raw(s ? ",[" : "[");
+      for (std::size_t k = 0; k < trace_.stacks[s].size(); ++k) {
+        if (k) raw(",");
+        u64(trace_.stacks[s][k]);
+      }
+      raw("]");
+    }
+    raw("]");
+  }
+
+  void write_event(const Event& e, std::uint32_t stack) {
     raw(R"({"op":")");
     raw(op_name(e.op));
     raw("\"");
@@ -206,6 +238,7 @@ class JsonlWriter {
       i64(e.time_us);
     }
     if (e.device != 0) field(R"(,"device":)", e.device);
+    if (stack != kNoString) field(R"(,"stack":)", stack);
     raw("}\n");
   }
 

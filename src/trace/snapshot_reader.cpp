@@ -26,6 +26,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -36,7 +37,9 @@
 #include "fraglab/trace_io.hpp"
 #include "trace/address_table.hpp"
 #include "trace/dict_layout.hpp"
+#include "trace/frame_interner.hpp"
 #include "trace/pickle.hpp"
+#include "trace/pointer_map.hpp"
 #include "trace/snapshot_options.hpp"
 
 namespace fraglab {
@@ -70,6 +73,7 @@ struct Entry {
   Bytes size = 0;
   StreamId stream = 0;
   std::int64_t time_us = 0;
+  const Value* frames = nullptr;  // the entry's stack, when frames are kept and it has one
 };
 
 struct SnapshotSegment {
@@ -99,8 +103,9 @@ bool is(std::string_view name, const char (&literal)[N]) {
 
 // The keys parse_snapshot reads (allocator-model §11.3-§11.5), by where they sit: everything else in
 // a trace entry, segment or block is ignored. The enums index the DictLayouts' names.
-enum EntryField : std::size_t { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree };
-constexpr std::array<std::string_view, 6> kEntryKeys{"action", "addr", "size", "stream", "time_us", "device_free"};
+enum EntryField : std::size_t { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree, kFrames };
+constexpr std::array<std::string_view, 7> kEntryKeys{"action",  "addr",        "size",  "stream",
+                                                     "time_us", "device_free", "frames"};
 enum SegmentField : std::size_t {
   kSegDevice,
   kSegAddress,
@@ -112,12 +117,12 @@ enum SegmentField : std::size_t {
 };
 constexpr std::array<std::string_view, 7> kSegmentKeys{"device",       "address",       "total_size", "stream",
                                                        "segment_type", "is_expandable", "blocks"};
-enum BlockField : std::size_t { kBlockState, kBlockAddress, kBlockSize, kBlockRequested, kBlockHistory };
-constexpr std::array<std::string_view, 5> kBlockKeys{"state", "address", "size", "requested_size", "history"};
+enum BlockField : std::size_t { kBlockState, kBlockAddress, kBlockSize, kBlockRequested, kBlockHistory, kBlockFrames };
+constexpr std::array<std::string_view, 6> kBlockKeys{"state", "address", "size", "requested_size", "history", "frames"};
 
 // Where a value sits in the snapshot, for error messages; formatted only when one is thrown.
 struct Loc {
-  enum Kind : std::uint8_t { Snapshot, Settings, Segment, Block, BlockHistory, Entry };
+  enum Kind : std::uint8_t { Snapshot, Settings, Segment, Block, BlockHistory, Entry, EntryFrames, BlockFrames };
   Kind kind = Snapshot;
   std::size_t i = 0;  // segment index, or device for entries
   std::size_t j = 0;  // block index, or entry index
@@ -135,6 +140,10 @@ struct Loc {
         return fmt::format("segments[{}] block {} history", i, j);
       case Entry:
         return fmt::format("device_traces[{}] entry {}", i, j);
+      case EntryFrames:
+        return fmt::format("device_traces[{}] entry {} frames", i, j);
+      case BlockFrames:
+        return fmt::format("segments[{}] block {} frames", i, j);
     }
     return "?";
   }
@@ -199,7 +208,8 @@ class WalkBudget {
 // first read: reading every device of a snapshot is linear in its size, not in devices x size.
 class SnapshotReader {
  public:
-  SnapshotReader(std::string_view origin, std::size_t input_bytes) : origin_(origin), budget_(input_bytes, origin) {}
+  SnapshotReader(std::string_view origin, std::size_t input_bytes, std::uint32_t keep_frames = 0)
+      : keep_frames_(keep_frames), origin_(origin), budget_(input_bytes, origin) {}
 
   // The Trace of one device (-1: the only device with data; see TraceReadOptions).
   Trace read(const Value& root, int device_index);
@@ -279,6 +289,16 @@ class SnapshotReader {
   void number_allocations(Trace& trace);
   void read_allocator_settings(const Value& root);
   void check_allocations_in_segments(const Trace& trace) const;
+  std::uint32_t read_stack(const Value& frames, const Loc& where);
+
+  std::uint32_t keep_frames_ = 0;                  // TraceReadOptions::frames
+  std::optional<detail::FrameInterner> interner_;  // while a device is read with frames kept
+  std::vector<std::uint32_t> stack_frames_;        // scratch for read_stack()
+  std::vector<std::uint32_t> initial_stacks_;      // by discovery order, like initial_
+  // Containers of the document already read by read_stack(): frame dicts -> frame index, frame
+  // lists -> stack index. Per device (the interner's tables are per Trace).
+  detail::PointerMap frame_cache_;
+  detail::PointerMap stack_cache_;
 
   std::string_view origin_;
   WalkBudget budget_;  // shared by every device read from the document
@@ -399,6 +419,10 @@ void SnapshotReader::reset_device() {
   segment_entries_.clear();
   addresses_ = detail::AddressTable();
   initial_.clear();
+  initial_stacks_.clear();
+  interner_.reset();
+  frame_cache_.clear();
+  stack_cache_.clear();
   trace_allocs_ = 0;
 }
 
@@ -542,6 +566,7 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
     out.time_us = as_i64(*time, "time_us", where);
     out.has_time = true;
   }
+  if (keep_frames_ > 0) out.frames = entry_layout_.get(e, kFrames);
   return out;
 }
 
@@ -564,6 +589,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
     a.free_requested = pending;
     a.block_size = 0;  // freed during the trace: the snapshot no longer records its block
     initial_.push_back(a);
+    initial_stacks_.push_back(kNoString);  // its alloc is not in the trace: no stack known
     return kInitialRef | (initial_.size() - 1);
   };
   Entry lookahead;  // entries[i] when has_lookahead: decoded while checking for a pair
@@ -649,6 +675,8 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         break;
     }
     trace.events.push_back(ev);
+    if (interner_)
+      trace.event_stacks.push_back(e.frames ? read_stack(*e.frames, Loc{Loc::EntryFrames, device_, i}) : kNoString);
   }
 }
 
@@ -708,8 +736,11 @@ void SnapshotReader::add_block_allocations() {
       a.block_size = size;
       a.stream = seg.stream;
       a.free_requested = pending;
+      std::uint32_t stack = kNoString;
       if (const Value* r = keys.get(block, kBlockRequested)) {
         a.requested = as_u64(*r, "requested_size", where);
+        if (const Value* f = keys.get(block, kBlockFrames); f && interner_)
+          stack = read_stack(*f, Loc{Loc::BlockFrames, seg.index, b});
       } else if (const Value* h = keys.get(block, kBlockHistory)) {
         // 1.13/2.0 layout (§11.4): the newest history record describes the live allocation.
         if (!h->is_sequence()) fail_type(where, "history", "a list", *h);
@@ -718,10 +749,14 @@ void SnapshotReader::add_block_allocations() {
         const Value& last = records.back();
         if (!last.is_dict()) fail(where, "key 'history': expected a list of dicts");
         a.requested = u64_field(last, "real_size", Loc{Loc::BlockHistory, seg.index, b});
+        if (interner_) {
+          if (const Value* f = find(last, "frames")) stack = read_stack(*f, Loc{Loc::BlockHistory, seg.index, b});
+        }
       } else {
         fail(where, "missing key 'requested_size' (or legacy 'history')");
       }
       initial_.push_back(a);
+      initial_stacks_.push_back(stack);
     }
     if (derived && next != seg_end)
       fail(Loc{Loc::Segment, seg.index},
@@ -850,6 +885,7 @@ void SnapshotReader::number_allocations(Trace& trace) {
   trace.initial.allocations.reserve(initial_.size());
   for (std::size_t r = 0; r < order.size(); ++r) {
     InitialAllocation a = initial_[order[r]];
+    if (order[r] < initial_stacks_.size()) a.stack = initial_stacks_[order[r]];
     if (r > 0 && trace.initial.allocations.back().addr == a.addr)
       fail(Loc{Loc::Snapshot}, fmt::format("two allocations live at trace start share address 0x{:x} "
                                            "(snapshot and trace disagree)",
@@ -980,6 +1016,7 @@ Trace SnapshotReader::read(const Value& root, int device_index) {
   trace.allocator_conf_known = allocator_conf_known_;
   trace.allocator_conf = allocator_conf_;
   choose_device(device_index);
+  if (keep_frames_ > 0) interner_.emplace(trace, keep_frames_);
   const std::span<const Value> entries = device_entries_ ? device_entries_->items() : std::span<const Value>();
   trace.source_entries = entries.size();
   emit_events(entries, trace);
@@ -987,15 +1024,56 @@ Trace SnapshotReader::read(const Value& root, int device_index) {
   rebuild_segments(trace);
   number_allocations(trace);
   check_allocations_in_segments(trace);
+  interner_.reset();
   return trace;
+}
+
+// A recorded stack (§11.5 `frames`: a list of {filename, line, name} dicts, innermost first): its
+// top keep_frames_ frames, interned. Writers share frame dicts, and often whole lists, by memo
+// reference: each container object is read once (cached by its address in the document) and
+// charged to the walk budget once, a reference to one already read costs 1. So the charges stay
+// within the input's size (WalkBudget's argument): every object was built by opcodes of its own.
+std::uint32_t SnapshotReader::read_stack(const Value& frames, const Loc& where) {
+  if (!frames.is_sequence())
+    fail(where, fmt::format("expected a list of frame dicts, got {}", pickle::kind_name(frames.kind)));
+  const auto items = frames.items();
+  const void* list_id = items.data();  // the list's (or tuple's) item storage: one per object
+  if (items.empty()) return kNoString;
+  budget_.charge(1);
+  if (const std::uint32_t* hit = stack_cache_.find(list_id)) return *hit;
+  const std::size_t n = std::min<std::size_t>(items.size(), keep_frames_);
+  budget_.charge(n);
+  stack_frames_.clear();
+  for (std::size_t k = 0; k < n; ++k) {
+    const Value& f = items[k];
+    if (!f.is_dict())
+      fail(where,
+           fmt::format("frame {}: expected a dict with filename, line and name, got {}", k, pickle::kind_name(f.kind)));
+    if (const std::uint32_t* hit = frame_cache_.find(f.dict)) {
+      stack_frames_.push_back(*hit);
+      continue;
+    }
+    budget_.charge(f.dict_size());
+    const Value* filename = f.find("filename");
+    const Value* line = f.find("line");
+    const Value* name = f.find("name");
+    if (!filename || !filename->is_str() || !name || !name->is_str() || !line || line->kind != Kind::Int)
+      fail(where, fmt::format("frame {}: expected a dict with filename (str), line (int) and name (str)", k));
+    const std::uint32_t index = interner_->frame(filename->str(), line->integer, name->str());
+    frame_cache_.insert(f.dict, index);
+    stack_frames_.push_back(index);
+  }
+  const std::uint32_t stack = interner_->stack(stack_frames_);
+  stack_cache_.insert(list_id, stack);
+  return stack;
 }
 
 }  // namespace
 
-// Stack frames are most of every snapshot and nothing here reads them (§11.5): not built
-// (kSnapshotPickle).
+// Stack frames are most of every snapshot and nothing reads them unless asked for (§11.5,
+// TraceReadOptions::frames): not built then (kSnapshotPickle), everything built otherwise.
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options) {
-  return parse_snapshot(bytes, origin, options, kSnapshotPickle);
+  return parse_snapshot(bytes, origin, options, options.frames > 0 ? pickle::PickleOptions{} : kSnapshotPickle);
 }
 
 std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes, std::string_view origin) {
@@ -1005,7 +1083,7 @@ std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
                      const pickle::PickleOptions& pickle_options) {
   pickle::PickleDocument doc(bytes, origin, pickle_options);
-  Trace trace = SnapshotReader(origin, bytes.size()).read(doc.root(), options.device_index);
+  Trace trace = SnapshotReader(origin, bytes.size(), options.frames).read(doc.root(), options.device_index);
   validate_trace(trace, origin);
   return trace;
 }

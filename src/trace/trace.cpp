@@ -44,6 +44,16 @@ std::uint32_t Trace::intern(std::string_view s) {
   return static_cast<std::uint32_t>(strings.size() - 1);
 }
 
+std::optional<std::span<const std::uint32_t>> Trace::stack_at(std::uint32_t stack) const {
+  if (stack >= stacks.size()) return std::nullopt;  // kNoString, or a stale index: no stack
+  return std::span<const std::uint32_t>(stacks[stack]);
+}
+
+std::optional<std::span<const std::uint32_t>> Trace::stack_of(std::size_t event_index) const {
+  if (event_index >= event_stacks.size()) return std::nullopt;
+  return stack_at(event_stacks[event_index]);
+}
+
 Bytes InitialState::reserved_bytes() const {
   Bytes total = 0;
   for (const InitialSegment& s : segments) total += s.size;
@@ -110,6 +120,29 @@ void check_string(const Trace& trace, std::uint64_t index, std::string_view orig
         fmt::format("{} string index {} out of range (the trace has {} strings)", what, index, trace.strings.size()));
 }
 
+// Frames kept (README "Stack frames"): every index points into its table, and event_stacks is
+// either absent or one per event.
+void validate_frames(const Trace& trace, std::string_view origin) {
+  if (!trace.event_stacks.empty() && trace.event_stacks.size() != trace.events.size())
+    throw InputError(fmt::format("{}: {} event stacks for {} events (expected one per event, or none)", origin,
+                                 trace.event_stacks.size(), trace.events.size()));
+  for (std::size_t s = 0; s < trace.stacks.size(); ++s) {
+    for (const std::uint32_t f : trace.stacks[s]) {
+      if (f >= trace.frames.size())
+        throw InputError(fmt::format("{}: stack {}: frame index {} out of range (the trace has {} frames)", origin, s,
+                                     f, trace.frames.size()));
+    }
+  }
+  auto check_stack = [&](std::uint32_t stack, std::string_view what, std::size_t i) {
+    if (stack != kNoString && stack >= trace.stacks.size())
+      throw InputError(fmt::format("{}: {} {}: stack index {} out of range (the trace has {} stacks)", origin, what, i,
+                                   stack, trace.stacks.size()));
+  };
+  for (std::size_t i = 0; i < trace.event_stacks.size(); ++i) check_stack(trace.event_stacks[i], "event", i);
+  for (std::size_t i = 0; i < trace.initial.allocations.size(); ++i)
+    check_stack(trace.initial.allocations[i].stack, "initial allocation", i);
+}
+
 }  // namespace
 
 void validate_trace(const Trace& trace, std::string_view origin) {
@@ -153,6 +186,7 @@ void validate_trace(const Trace& trace, std::string_view origin) {
     if (const char* what = live.apply(e.op, e.id, e.size))
       fail_event(origin, i, e.op, fmt::format("id {}: {}", e.id, what));
   }
+  validate_frames(trace, origin);
 }
 
 }  // namespace fraglab

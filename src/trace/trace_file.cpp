@@ -37,6 +37,7 @@
 
 #include "fraglab/memory_budget.hpp"
 #include "fraglab/trace_io.hpp"
+#include "trace/frame_interner.hpp"
 #include "trace/input_sniff.hpp"
 
 namespace fraglab {
@@ -339,8 +340,13 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   const std::string origin = origin_of(path);
   try {
     std::string bytes = read_input(path, true);
-    Trace trace =
-        is_pickle(bytes) ? parse_snapshot(bytes, origin, options) : parse_jsonl(bytes, origin, options.progress);
+    Trace trace;
+    if (is_pickle(bytes)) {
+      trace = parse_snapshot(bytes, origin, options);
+    } else {
+      trace = parse_jsonl(bytes, origin, options.progress);
+      detail::keep_top_frames(trace, options.frames);  // a file's frames, as many as asked for
+    }
     if (trace.name.empty()) trace.name = trace_name(path);
     return trace;
   } catch (const std::bad_alloc&) {

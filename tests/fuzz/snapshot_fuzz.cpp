@@ -7,11 +7,15 @@
 //    Traces, event by event, or fail with the same message;
 //  - parse_snapshot without a device index reads the only device with data: when
 //    parse_snapshot_devices finds exactly one, it is the same Trace; with several, an InputError;
-//  - each Trace survives `convert`: written as JSONL and read back it is the same Trace.
+//  - each Trace survives `convert`: written as JSONL and read back it is the same Trace;
+//  - with stack frames kept (--frames 4), where the one device reads: the fast paths and the
+//    checked switch give the same Trace or the same message, it is the Trace read without frames
+//    plus the frame tables, and its frames survive `convert` too.
 #include <sstream>
 
 #include "fraglab/trace_io.hpp"
 #include "fuzz_support.hpp"
+#include "trace/frame_interner.hpp"
 #include "trace/snapshot_options.hpp"
 #include "trace_compare.hpp"
 
@@ -43,6 +47,30 @@ void fuzz_one(std::string_view data) {
   }
   if (error.empty() && devices.size() > 1 && single_error.empty())
     fail("several devices with data, but parse_snapshot chose one without --device-index");
+
+  if (error.empty() && devices.size() == 1) {
+    const TraceReadOptions kept{.device_index = -1, .frames = 4};
+    Trace with, with_reference;
+    const std::string with_error = input_error_of([&] { with = parse_snapshot(data, kOrigin, kept); });
+    const std::string with_reference_error = input_error_of([&] {
+      with_reference = parse_snapshot(data, kOrigin, kept, pickle::PickleOptions{.skip_key = {}, .fast_paths = false});
+    });
+    if (with_error != with_reference_error)
+      fail("frames kept: checked switch '" + with_reference_error + "'; fast paths '" + with_error + "'");
+    if (with_error.empty()) {
+      require(with == with_reference, "frames kept: the fast paths and the checked switch give other Traces");
+      Trace stripped = with;
+      detail::keep_top_frames(stripped, 0);
+      const std::string why = trace_difference(single, stripped);
+      if (!why.empty()) fail("frames kept: the Trace differs from the one read without frames: " + why);
+      std::ostringstream out;
+      write_jsonl(with, out);
+      Trace back;
+      const std::string back_error = input_error_of([&] { back = parse_jsonl(out.str(), "converted.jsonl"); });
+      if (!back_error.empty()) fail("frames kept: the converted JSONL does not read: " + back_error);
+      require(back == with, "frames kept: converted to JSONL and read back, the Trace differs");
+    }
+  }
 
   for (const auto& [device, trace] : devices) {
     std::ostringstream out;
