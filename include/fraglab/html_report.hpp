@@ -59,23 +59,23 @@ struct PeakAllocation {
   StreamId stream = 0;
   std::string tag;
   bool free_requested = false;  // freed by the program, awaiting its other streams
-  // Stack frames, innermost first, when the trace keeps them (filled by attach_frames); nullopt:
+  // The program's stack frames, innermost first, when the trace keeps them (--frames); nullopt:
   // the trace or this build has none, and the page says "not available".
   std::optional<std::vector<std::string>> frames;
 };
 
-// The fragmentation anatomy (issue 17 §1): parts that sum to reserved - requested. Filled by
-// attach_anatomy when the build has it; nullopt renders as "not available".
+// The fragmentation anatomy (README "Fragmentation anatomy"): parts that sum to reserved -
+// requested, at the peak and at sampled events; nullopt renders as "not available".
 struct AnatomyPart {
-  std::string name;  // rounding, cached_free_usable, stream_bound, oversize_locked, small_pool, other
-  Bytes bytes = 0;
+  std::string name;        // rounding, cached_free_usable, stream_bound, oversize_locked, small_pool, other
+  std::int64_t bytes = 0;  // signed: `other` can be negative (fraglab/anatomy.hpp)
 };
 struct AnatomyPoint {
   std::uint64_t event = 0;
   std::vector<AnatomyPart> parts;
 };
-struct Anatomy {
-  std::vector<AnatomyPoint> over_time;  // downsampled, in event order
+struct AnatomyView {
+  std::vector<AnatomyPoint> over_time;  // sampled at evenly spaced events, in event order
   std::vector<AnatomyPart> at_peak;
 };
 
@@ -87,7 +87,7 @@ struct PolicyReport {
   std::vector<std::uint64_t> retries;            // events during which num_alloc_retries grew
   std::vector<SegmentView> peak_segments;        // the policy's segments after the peak event
   std::vector<PeakAllocation> peak_allocations;  // live after the peak event, by address
-  std::optional<Anatomy> anatomy;
+  std::optional<AnatomyView> anatomy;
 };
 
 struct TraceReport {
@@ -100,15 +100,12 @@ struct TraceReport {
 };
 
 // Replays `trace` under `spec` twice (the replay is deterministic): once for the metrics, series,
-// marks and retries, once to capture the segments and live allocations after the peak event.
+// marks, retries and the anatomy (sampled over time, and at the peak), once to capture the
+// segments and live allocations after the peak event (with their frames when the trace kept
+// them: Trace::has_frames).
 // Throws InputError on a bad spec.
 PolicyReport gather_policy_report(const Trace& trace, const std::string& spec, const DeviceSpec& device,
                                   const ReplayOptions& options, std::size_t max_buckets = 1000);
-
-// The two hooks for the parts built elsewhere (issue 17 §1 and the kept stack frames): each fills
-// its field when the data exists and leaves it empty otherwise. Called by gather_policy_report.
-void attach_anatomy(const Trace& trace, PolicyReport& report);
-void attach_frames(const Trace& trace, PolicyReport& report);
 
 // ---- rendering --------------------------------------------------------------------------------
 

@@ -87,6 +87,7 @@ class SnapshotRecorder final : public ReplayObserver, public DeviceListener {
     bool pending = false;                // free requested, not completed
     std::uint64_t pending_since = 0;     // order of its free_requested among the pending ones
     std::optional<std::uint64_t> event;  // its alloc event; none for the start state
+    std::uint32_t stack = kNoString;     // a start-state block's stack (InitialAllocation::stack)
   };
   struct Call {
     DeviceCall call;

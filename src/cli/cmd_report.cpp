@@ -12,6 +12,7 @@
 #include "cli/device_choice.hpp"
 #include "cli/log.hpp"
 #include "cli/replay_progress.hpp"
+#include "fraglab/frames.hpp"
 #include "fraglab/html_report.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/run_replay.hpp"
@@ -40,6 +41,7 @@ int cmd_report(int argc, char** argv) {
   std::string input, output, device_spec, start_option;
   std::vector<std::string> specs;
   int device_index = -1;
+  std::int64_t frames = 0;
   options.add_options()("input", po::value(&input)->required(),
                         "a trace (fraglab JSONL, .gz ok, or a PyTorch snapshot pickle), or a sweep results file "
                         "(.csv, or .jsonl written by fraglab sweep -o)")("output,o", po::value(&output)->required(),
@@ -49,7 +51,8 @@ int cmd_report(int argc, char** argv) {
       "device", po::value(&device_spec),
       "device: sim[:CAPACITY][,external:BYTES] (default: reserved + device_free at the trace's recorded oom, else "
       "80GiB)")("device-index", po::value(&device_index), "snapshot device to read (multi-GPU snapshots)")(
-      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp);
+      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)("frames", po::value(&frames),
+                                                                                       kFramesHelp);
   po::positional_options_description positional;
   positional.add("input", 1);
   po::variables_map vm;
@@ -58,7 +61,8 @@ int cmd_report(int argc, char** argv) {
       "       fraglab report SWEEP.csv|SWEEP.jsonl -o report.html\n"
       "Writes one self-contained HTML file (no script, nothing fetched): for each policy, requested /\n"
       "allocated / reserved over the events with step and phase bands, retries, OOMs and the peak; the\n"
-      "segment map and the largest live allocations at the peak; the run's settings. For a sweep results\n"
+      "fragmentation anatomy at the peak and over time; the segment map and the largest live allocations at\n"
+      "the peak, with their stack frames; the run's settings. For a sweep results\n"
       "file: peak reserved vs device calls of every setting, their Pareto front and the recommended\n"
       "PYTORCH_CUDA_ALLOC_CONF line.";
   if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
@@ -106,7 +110,10 @@ int cmd_report(int argc, char** argv) {
   const DeviceSpec early_device = choose_device(device_option).device;
   for (const std::string& spec : specs) check_policy_spec(spec, early_device);
   check_start_state_option(start_option);
-  const Trace trace = load_trace(input, TraceReadOptions{.device_index = device_index});
+  // The page shows each live allocation's frames: kept by default, as many as reach past PyTorch's
+  // own frames to the program's (--frames 0 reads a large snapshot faster, without them).
+  const Trace trace = load_trace(
+      input, TraceReadOptions{.device_index = device_index, .frames = frames_option(vm, frames, kDefaultFramesKept)});
   std::vector<std::string> skipped;
   if (specs.empty()) specs = default_policy_specs(trace, skipped);
   for (const std::string& line : skipped) log::note(line);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 
 #include "fraglab/pickle_writer.hpp"
@@ -36,12 +37,31 @@ const char* action_name(SnapshotRecorder::Action a) {
   return "?";
 }
 
-// The stack frames of a trace event, innermost first, as a list of {filename, line, name}.
-// Traces do not keep frames yet: every list is empty. This is the one place that writes them
-// (entries, blocks and segments all come here), so keeping frames needs only this function.
-void write_frames(PickleWriter& w, const Trace* /*trace*/, std::optional<std::uint64_t> /*event*/) {
+// The frames of a stack, innermost first as PyTorch lists them, each a {filename, line, name}
+// dict: an empty list where the trace kept none (README "Stack frames": --frames). The one place
+// that writes frames (entries, blocks and segments all come here).
+void write_frames(PickleWriter& w, const Trace* trace, std::optional<std::span<const std::uint32_t>> stack) {
   w.begin_list();
+  if (trace != nullptr && stack) {
+    for (const std::uint32_t index : *stack) {
+      const Frame& frame = trace->frames.at(index);
+      w.begin_dict();
+      w.key("filename");
+      w.str(frame.filename);
+      w.key("line");
+      w.integer(frame.line);
+      w.key("name");
+      w.str(frame.name);
+      w.end_dict();
+    }
+  }
   w.end_list();
+}
+
+// The stack of a trace event (an alloc, free or segment action), if the trace kept one.
+std::optional<std::span<const std::uint32_t>> event_stack(const Trace* trace, std::optional<std::uint64_t> event) {
+  if (trace == nullptr || !event) return std::nullopt;
+  return trace->stack_of(*event);
 }
 
 }  // namespace
@@ -54,7 +74,8 @@ void SnapshotRecorder::on_device_call(DeviceCall call, Addr addr, Bytes size) {
 }
 
 void SnapshotRecorder::on_initial_block(const InitialAllocation& allocation, const Block& block) {
-  live_[allocation.id] = Live{block, allocation.requested, allocation.free_requested, next_pending_, std::nullopt};
+  live_[allocation.id] =
+      Live{block, allocation.requested, allocation.free_requested, next_pending_, std::nullopt, allocation.stack};
   if (allocation.free_requested) pending_[next_pending_++] = allocation.id;
 }
 
@@ -228,7 +249,8 @@ std::string SnapshotRecorder::snapshot(const Policy& policy) const {
     w.boolean(seg.expandable);
     w.key("frames");
     const auto made_by = segment_event_.find(seg.addr);
-    write_frames(w, trace_, made_by == segment_event_.end() ? std::nullopt : std::optional(made_by->second));
+    write_frames(w, trace_,
+                 event_stack(trace_, made_by == segment_event_.end() ? std::nullopt : std::optional(made_by->second)));
     w.key("blocks");
     w.begin_list();
     for (const SegmentView::Piece& p : seg.blocks) {
@@ -244,7 +266,10 @@ std::string SnapshotRecorder::snapshot(const Policy& policy) const {
       w.key("state");
       w.str(!p.allocated ? "inactive" : live && live->pending ? "active_pending_free" : "active_allocated");
       w.key("frames");
-      write_frames(w, trace_, live ? live->event : std::nullopt);
+      write_frames(w, trace_,
+                   !live         ? std::nullopt
+                   : live->event ? event_stack(trace_, live->event)
+                                 : trace_->stack_at(live->stack));
       w.end_dict();
     }
     w.end_list();
@@ -274,7 +299,7 @@ std::string SnapshotRecorder::snapshot(const Policy& policy) const {
       w.integer(e.time_us);
     }
     w.key("frames");
-    write_frames(w, trace_, e.event);
+    write_frames(w, trace_, event_stack(trace_, e.event));
     w.end_dict();
   }
   w.end_list();

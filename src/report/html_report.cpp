@@ -195,22 +195,27 @@ std::string memory_chart(const PolicyReport& p, std::uint64_t events) {
 
 // ---- the anatomy (issue 17 §1) ----------------------------------------------------------------
 
+// A part as text: negative only for `other` after a cache flush (fraglab/anatomy.hpp).
+std::string signed_bytes_text(std::int64_t bytes) {
+  return bytes < 0 ? "-" + format_bytes(static_cast<Bytes>(-bytes)) : format_bytes(static_cast<Bytes>(bytes));
+}
+// What a part adds to the stacked chart: a negative `other` draws nothing there (the table shows it).
+Bytes stacked_bytes(const AnatomyPart& part) { return part.bytes > 0 ? static_cast<Bytes>(part.bytes) : 0; }
+
 std::string anatomy_section(const PolicyReport& p) {
   std::string out = "<h3>Fragmentation anatomy</h3>\n";
   if (!p.anatomy) {
-    return out +
-           "<p class=\"anatomy na\">not available: this build does not split reserved - requested into its "
-           "parts</p>\n";
+    return out + "<p class=\"anatomy na\">not available for this run</p>\n";
   }
-  const Anatomy& a = *p.anatomy;
-  Bytes total = 0;
+  const AnatomyView& a = *p.anatomy;
+  std::int64_t total = 0;
   for (const AnatomyPart& part : a.at_peak) total += part.bytes;
   out +=
       "<table class=\"anatomy\"><tr><th>part (at the peak)</th><th class=\"num\">bytes</th><th class=\"num\">"
       "share</th></tr>\n";
   for (const AnatomyPart& part : a.at_peak) {
     out += fmt::format("<tr><td>{}</td><td class=\"num\">{} ({})</td><td class=\"num\">{:.1f}%</td></tr>\n",
-                       escape(part.name), part.bytes, escape(format_bytes(part.bytes)),
+                       escape(part.name), part.bytes, escape(signed_bytes_text(part.bytes)),
                        total == 0 ? 0.0 : 100.0 * static_cast<double>(part.bytes) / static_cast<double>(total));
   }
   out += "</table>\n";
@@ -221,7 +226,7 @@ std::string anatomy_section(const PolicyReport& p) {
   Bytes top = 1;
   for (const AnatomyPoint& point : a.over_time) {
     Bytes sum = 0;
-    for (const AnatomyPart& part : point.parts) sum += part.bytes;
+    for (const AnatomyPart& part : point.parts) sum += stacked_bytes(part);
     top = std::max(top, sum);
   }
   s.top = top + top / 20;
@@ -236,7 +241,7 @@ std::string anatomy_section(const PolicyReport& p) {
     std::string upper, lower;
     for (std::size_t i = 0; i < a.over_time.size(); ++i) {
       const AnatomyPoint& point = a.over_time[i];
-      const Bytes bytes = k < point.parts.size() ? point.parts[k].bytes : 0;
+      const Bytes bytes = k < point.parts.size() ? stacked_bytes(point.parts[k]) : 0;
       lower = fmt::format("{},{} ", coord(s.x(static_cast<double>(point.event))), coord(s.y(below[i]))) + lower;
       below[i] += bytes;
       upper += fmt::format("{},{} ", coord(s.x(static_cast<double>(point.event))), coord(s.y(below[i])));
@@ -378,7 +383,7 @@ std::string segment_map(const PolicyReport& p) {
       std::any_of(p.peak_allocations.begin(), p.peak_allocations.end(),
                   [](const PeakAllocation& a) { return a.frames.has_value(); })
           ? ""
-          : " <span class=\"na\">(frames: not available)</span>");
+          : " <span class=\"na\">(frames: not kept by this trace)</span>");
   return out;
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "fraglab/anatomy.hpp"
+#include "fraglab/frames.hpp"
 #include "fraglab/html_report.hpp"
 #include "fraglab/run_replay.hpp"
 #include "fraglab/sweep.hpp"
@@ -23,6 +25,66 @@ std::string unquote(std::string_view value) {
   if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
   return std::string(value);
 }
+
+// The frames of a stack the page shows: the top frame (FrameFilter: the program's source line that
+// asked for the memory) and its callers, PyTorch's own allocator, tensor-creation and dispatch
+// frames left out, at most kShownFrames, innermost first.
+constexpr std::size_t kShownFrames = 6;
+std::vector<std::string> shown_frames(const Trace& trace, std::uint32_t stack) {
+  std::vector<std::string> out;
+  const auto frames = trace.stack_at(stack);
+  if (!frames) return out;
+  static const FrameFilter filter;
+  const std::optional<std::uint32_t> top = filter.top_frame(trace, *frames);
+  bool reached = !top;
+  for (const std::uint32_t index : *frames) {
+    reached = reached || index == *top;
+    const Frame& frame = trace.frames.at(index);
+    if (!reached || filter.ignored(frame)) continue;
+    out.push_back(frame_text(frame));
+    if (out.size() == kShownFrames) break;
+  }
+  return out;
+}
+
+// The anatomy's parts in the order the page lists them.
+std::vector<AnatomyPart> anatomy_parts(const Anatomy& a) {
+  return {{"rounding", static_cast<std::int64_t>(a.rounding)},
+          {"cached_free_usable", static_cast<std::int64_t>(a.cached_free_usable)},
+          {"stream_bound", static_cast<std::int64_t>(a.stream_bound)},
+          {"oversize_locked", static_cast<std::int64_t>(a.oversize_locked)},
+          {"small_pool", static_cast<std::int64_t>(a.small_pool)},
+          {"other", a.other}};
+}
+
+// The first replay also samples the anatomy at evenly spaced events (one walk of the policy's
+// segments each: at most kAnatomySamples of them, so the cost stays linear in the events).
+constexpr std::uint64_t kAnatomySamples = 200;
+class AnatomySampler : public ReplayObserver {
+ public:
+  AnatomySampler(AnatomyView& view, std::uint64_t events)
+      : view_(view),
+        events_(events),
+        every_(std::max<std::uint64_t>(1, (events + kAnatomySamples - 1) / kAnatomySamples)) {}
+  void on_initial_block(const InitialAllocation& /*allocation*/, const Block& block) override {
+    counters_.on_initial_block(block);
+  }
+  void on_start(const Trace& /*trace*/, const Policy& policy) override { policy_ = &policy; }
+  void on_event(const ReplayPoint& point) override {
+    counters_.on_event(point);
+    if ((point.event_index + 1) % every_ != 0 && point.event_index + 1 != events_) return;
+    const AnatomyInput input{static_cast<std::int64_t>(point.event_index), point.reserved, point.requested, point.held,
+                             counters_.stream()};
+    view_.over_time.push_back({point.event_index, anatomy_parts(anatomy_of(*policy_, input))});
+  }
+
+ private:
+  AnatomyView& view_;
+  std::uint64_t events_;
+  std::uint64_t every_;
+  const Policy* policy_ = nullptr;
+  AnatomyCounters counters_;
+};
 
 // The first replay: the envelope of requested / allocated / reserved, the step and phase marks,
 // and the events during which the policy flushed its cache and retried.
@@ -67,7 +129,7 @@ class PeakRecorder : public ReplayObserver {
  public:
   PeakRecorder(PolicyReport& report, std::int64_t peak_event) : report_(report), peak_event_(peak_event) {}
   void on_initial_block(const InitialAllocation& allocation, const Block& block) override {
-    live_[allocation.id] = {block, kNoString, allocation.free_requested};
+    live_[allocation.id] = {block, kNoString, allocation.free_requested, allocation.stack};
   }
   void on_start(const Trace& trace, const Policy& policy) override {
     trace_ = &trace;
@@ -78,7 +140,9 @@ class PeakRecorder : public ReplayObserver {
     if (done_) return;
     const Event& e = *point.event;
     if (e.op == Op::Alloc && point.block != nullptr) {
-      live_[e.id] = {*point.block, e.tag, false};
+      const std::uint32_t stack =
+          point.event_index < trace_->event_stacks.size() ? trace_->event_stacks[point.event_index] : kNoString;
+      live_[e.id] = {*point.block, e.tag, false, stack};
     } else if (e.op == Op::Free || e.op == Op::FreeCompleted) {
       live_.erase(e.id);
     } else if (e.op == Op::FreeRequested) {
@@ -92,6 +156,7 @@ class PeakRecorder : public ReplayObserver {
     Block block;
     std::uint32_t tag = kNoString;
     bool free_requested = false;
+    std::uint32_t stack = kNoString;  // Trace::stacks index, kNoString: none kept
   };
   void capture() {
     report_.peak_segments = policy_->segments();
@@ -107,6 +172,7 @@ class PeakRecorder : public ReplayObserver {
       a.stream = live.block.stream;
       if (live.tag != kNoString) a.tag = std::string(trace_->string_at(live.tag));
       a.free_requested = live.free_requested;
+      if (trace_->has_frames()) a.frames = shown_frames(*trace_, live.stack);
       report_.peak_allocations.push_back(std::move(a));
     }
     std::sort(report_.peak_allocations.begin(), report_.peak_allocations.end(),
@@ -130,11 +196,18 @@ class PeakRecorder : public ReplayObserver {
 PolicyReport gather_policy_report(const Trace& trace, const std::string& spec, const DeviceSpec& device,
                                   const ReplayOptions& options, std::size_t max_buckets) {
   PolicyReport report;
+  AnatomyView anatomy;
   {
     SeriesRecorder recorder(report, trace.events.size(), max_buckets);
+    AnatomySampler sampler(anatomy, trace.events.size());
     ReplayObservers observers;
-    observers.extra = {&recorder};
+    observers.extra = {&recorder, &sampler};
+    observers.anatomy = true;  // at the peak exactly (run_replay replays again when it must)
     report.result = run_replay(trace, spec, device, options, observers);
+  }
+  if (report.result.anatomy_at_peak) {
+    anatomy.at_peak = anatomy_parts(*report.result.anatomy_at_peak);
+    report.anatomy = std::move(anatomy);
   }
   {
     PeakRecorder recorder(report, report.result.metrics.peak_reserved_event);
@@ -143,21 +216,7 @@ PolicyReport gather_policy_report(const Trace& trace, const std::string& spec, c
     run_replay(trace, spec, device, options, observers);
   }
   report.alloc_conf = alloc_conf_line(spec).value_or("");
-  attach_anatomy(trace, report);
-  attach_frames(trace, report);
   return report;
-}
-
-// The fragmentation anatomy (issue 17 §1) is built on another branch: the integrator fills
-// report.anatomy here (over time, downsampled like the series, and at the peak event). Until
-// then the page says "not available".
-void attach_anatomy(const Trace& /*trace*/, PolicyReport& report) { report.anatomy = std::nullopt; }
-
-// Kept stack frames (Trace::frames / stacks / event_stacks) are built on another branch: the
-// integrator fills each peak allocation's frames here, by its alloc id. Until then the page says
-// "not available".
-void attach_frames(const Trace& /*trace*/, PolicyReport& report) {
-  for (PeakAllocation& a : report.peak_allocations) a.frames = std::nullopt;
 }
 
 }  // namespace fraglab

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,33 @@ TEST(ExportSnapshot, PyTorchsViewerReadsIt) {
   const CommandResult r = run_python(script, paths);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, expected);
+}
+
+// With --frames the export carries each allocation's stack: read with Python's pickle, the alloc
+// entries of an export of tiny-segments (its own settings, so the same requests in the same order)
+// list the same frames as the recorded snapshot's, cut to the 3 innermost kept.
+TEST(ExportSnapshot, FramesAreCarriedThrough) {
+  FRAGLAB_NEEDS_REAL_TRACE(kReal);
+  if (!fs::exists(kPython)) GTEST_SKIP() << "no " << kPython;
+  const fs::path out = export_path("frames");
+  ASSERT_FALSE(export_run("replay " + kReal + "tiny-segments.pickle", "pytorch", out, "--frames 3").is_null());
+  const CommandResult r = run_python(
+      "import pickle, sys\n"
+      "def allocs(path, keep):\n"
+      "    s = pickle.load(open(path, 'rb'))\n"
+      "    return [[(f['filename'], f['line'], f['name']) for f in e['frames'][:keep]]\n"
+      "            for trace in s['device_traces'] for e in trace if e['action'] == 'alloc']\n"
+      "recorded, exported = allocs(sys.argv[1], 3), allocs(sys.argv[2], 1000)\n"
+      "print(len(recorded), sum(len(f) for f in recorded), recorded == exported)\n",
+      " " + kReal + "tiny-segments.pickle " + out.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::istringstream words(r.out);
+  std::uint64_t allocs = 0, frames = 0;
+  std::string same;
+  words >> allocs >> frames >> same;
+  EXPECT_GT(allocs, 0u) << r.out;
+  EXPECT_GT(frames, 0u) << r.out;  // the snapshot does record frames: the comparison is not of empty lists
+  EXPECT_EQ(same, "True") << r.out;
 }
 
 TEST(ExportSnapshot, BadInputIsOneLineAndExit2) {

@@ -72,7 +72,7 @@ TEST(HtmlReport, ShowsEachSectionOfAPolicy) {
   EXPECT_NE(
       html.find("<title>allocated alloc 7 at 0x1000: 600 B (600 bytes), requested 500 B, stream 3, tag act</title>"),
       std::string::npos);
-  EXPECT_NE(html.find("hover for sizes, streams and frames <span class=\"na\">(frames: not available)</span>"),
+  EXPECT_NE(html.find("hover for sizes, streams and frames <span class=\"na\">(frames: not kept by this trace)</span>"),
             std::string::npos);
   EXPECT_NE(html.find("free (cached) block at 0x1258: 400 B (400 bytes), stream 3"), std::string::npos);
   // The placeholders of the parts built elsewhere.
@@ -88,7 +88,7 @@ TEST(HtmlReport, RendersTheAnatomyAndFramesWhenTheyArePresent) {
   TraceReport t = hand_made_report();
   PolicyReport& p = t.policies[0];
   p.peak_allocations[0].frames = std::vector<std::string>{"train.py:10 step", "model.py:42 forward"};
-  p.anatomy = Anatomy{{{0, {{"rounding", 100}, {"other", 0}}}, {3, {{"rounding", 300}, {"other", 100}}}},
+  p.anatomy = AnatomyView{{{0, {{"rounding", 100}, {"other", 0}}}, {3, {{"rounding", 300}, {"other", 100}}}},
                       {{"rounding", 300}, {"other", 100}}};
   const std::string html = html_report(t);
   EXPECT_EQ(html.find("class=\"anatomy na\""), std::string::npos);

@@ -177,6 +177,63 @@ TEST(ReportCommand, ARealSnapshotShowsThePeaksOfReplayJson) {
   EXPECT_EQ(count(html, "<svg class=\"segment-map\""), 2u);
 }
 
+// HTML text as the page escapes it.
+std::string escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// The anatomy at the peak the page shows is replay --json's anatomy_at_peak (computed there by its
+// own observer), and the largest live allocation at the peak shows the top frame that
+// `inspect --top-at-peak` names for it (frames are kept by default in a report).
+TEST(ReportCommand, ShowsTheAnatomyOfReplayJsonAndTheFramesOfInspect) {
+  const std::string trace = std::string(FRAGLAB_REAL_TRACES) + "/tiny-segments.pickle";
+  FRAGLAB_NEEDS_REAL_TRACE(trace);
+  const fs::path dir = scratch_dir("report");
+  const CommandResult r = run_fraglab("report " + trace + " -p pytorch -o " + (dir / "frames.html").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string html = read_text(dir / "frames.html");
+
+  const CommandResult replay = run_fraglab("replay " + trace + " -p pytorch --json -");
+  ASSERT_EQ(replay.status, 0) << replay.err;
+  const nlohmann::json anatomy = nlohmann::json::parse(replay.out).at("runs").at(0).at("anatomy_at_peak");
+  for (const std::string part :
+       {"rounding", "cached_free_usable", "stream_bound", "oversize_locked", "small_pool", "other"}) {
+    const std::string row = "<tr><td>" + part + "</td><td class=\"num\">" +
+                            std::to_string(anatomy.at(part + "_bytes").get<std::int64_t>()) + " (";
+    EXPECT_NE(html.find(row), std::string::npos) << row;
+  }
+
+  const CommandResult inspect = run_fraglab("inspect " + trace + " --top-at-peak 1 -p pytorch --json -");
+  ASSERT_EQ(inspect.status, 0) << inspect.err;
+  const nlohmann::json largest = nlohmann::json::parse(inspect.out).at("top_at_peak").at("allocations").at(0);
+  ASSERT_TRUE(largest.at("top_frame").is_string()) << largest.dump();
+  const nlohmann::json& frame = largest.at("top_frame");
+  const std::string top_frame = frame.at("filename").get<std::string>() + ":" +
+                                std::to_string(frame.at("line").get<std::int64_t>()) + ":" +
+                                frame.at("name").get<std::string>();
+  // Its row in the page's table of live allocations (alloc id first), and the frames shown in it.
+  const std::size_t row =
+      html.find("<tr><td class=\"num\">" + std::to_string(largest.at("id").get<std::uint64_t>()) + "</td>",
+                html.find("<table class=\"allocations\">"));
+  ASSERT_NE(row, std::string::npos) << largest.dump();
+  const std::string row_text = html.substr(row, html.find("</tr>", row) - row);
+  EXPECT_NE(row_text.find("<div class=\"frames\">" + escaped(top_frame) + "\n"), std::string::npos) << top_frame << "\n"
+                                                                                                    << row_text;
+}
+
 TEST(ReportCommand, MarksEveryRetryAndOutOfMemoryThatReplayJsonCounts) {
   // On 260 MiB the sample (334 MiB at its peak under pytorch) needs cache flushes and still runs
   // out: each at its own event of the 86, so one marker each.
