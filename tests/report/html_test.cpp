@@ -89,7 +89,7 @@ TEST(HtmlReport, RendersTheAnatomyAndFramesWhenTheyArePresent) {
   PolicyReport& p = t.policies[0];
   p.peak_allocations[0].frames = std::vector<std::string>{"train.py:10 step", "model.py:42 forward"};
   p.anatomy = AnatomyView{{{0, {{"rounding", 100}, {"other", 0}}}, {3, {{"rounding", 300}, {"other", 100}}}},
-                      {{"rounding", 300}, {"other", 100}}};
+                          {{"rounding", 300}, {"other", 100}}};
   const std::string html = html_report(t);
   EXPECT_EQ(html.find("class=\"anatomy na\""), std::string::npos);
   // 300 of 400 bytes is 75.0 %.
