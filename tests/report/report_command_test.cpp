@@ -219,7 +219,7 @@ TEST(ReportCommand, ShowsTheAnatomyOfReplayJsonAndTheFramesOfInspect) {
   const CommandResult inspect = run_fraglab("inspect " + trace + " --top-at-peak 1 -p pytorch --json -");
   ASSERT_EQ(inspect.status, 0) << inspect.err;
   const nlohmann::json largest = nlohmann::json::parse(inspect.out).at("top_at_peak").at("allocations").at(0);
-  ASSERT_TRUE(largest.at("top_frame").is_string()) << largest.dump();
+  ASSERT_TRUE(largest.at("top_frame").is_object()) << largest.dump();
   const nlohmann::json& frame = largest.at("top_frame");
   const std::string top_frame = frame.at("filename").get<std::string>() + ":" +
                                 std::to_string(frame.at("line").get<std::int64_t>()) + ":" +
