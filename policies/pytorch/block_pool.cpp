@@ -53,6 +53,11 @@ void FreeBlockSet::insert(const FreeEntry& entry) {
 void FreeBlockSet::erase(const FreeKey& key) {
   const Pos p = lower_bound(key);
   assert(!is_end(p) && at(p).addr == key.addr && at(p).size == key.size && at(p).stream == key.stream);
+  erase(p);
+}
+
+void FreeBlockSet::erase(Pos p) {
+  assert(!is_end(p) && p.index < chunks_[p.chunk].size());
   auto& chunk = chunks_[p.chunk];
   chunk.erase(chunk.begin() + p.index);
   --size_;

@@ -104,6 +104,9 @@ class FreeBlockSet {
 
   void insert(const FreeEntry& entry);
   void erase(const FreeKey& key);  // the key must be present
+  // Erases the entry at p (not end()), for callers that already found it: saves the search.
+  // Positions after p in its chunk, and every later chunk's positions, are invalidated.
+  void erase(Pos p);
   Pos lower_bound(const FreeKey& key) const;
   Pos begin() const { return Pos{0, 0}; }
   Pos end() const { return Pos{static_cast<std::uint32_t>(chunks_.size()), 0}; }
@@ -124,7 +127,9 @@ class FreeBlockSet {
   }
 
  private:
-  static constexpr std::size_t kMaxChunk = 128;
+  // Small chunks keep the memmove of an insert/erase short; 16 measured fewest CPU seconds on
+  // lm2.7b-ctx128 (callgrind: 128 -> 16 cut replay instructions by ~14 %, 8 gained <1 % more).
+  static constexpr std::size_t kMaxChunk = 16;
   std::size_t chunk_for(const FreeKey& key) const;  // first chunk whose last entry >= key
   std::vector<std::vector<FreeEntry>> chunks_;      // never holds an empty chunk
   std::size_t size_ = 0;

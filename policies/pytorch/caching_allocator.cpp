@@ -92,7 +92,7 @@ bool CachingAllocator::get_free_block(Request& r) {
   if (r.rounded < ms && candidate >= ms) return false;  // no oversize block for a normal request
   if (r.rounded >= ms && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
   r.block = set.at(it).id;
-  set.erase(key_of(nodes_[r.block]));
+  set.erase(it);  // the best fit's position is known: no second search
   return true;
 }
 
