@@ -28,10 +28,7 @@ void CachingAllocator::audit(kit::AuditLog& log) const {
                   [&] { return where() + ": two free neighbours not merged"; });
     }
     const BlockPool& pool = pools_[static_cast<int>(n.pool)];
-    const bool in_free = [&] {
-      const FreeBlockSet::Pos p = pool.blocks.lower_bound(key_of(n));
-      return !pool.blocks.is_end(p) && pool.blocks.at(p).id == id;
-    }();
+    const bool in_free = pool.blocks.id_of(key_of(n)) == id;
     const auto unmapped = pool.unmapped.find({n.stream, n.addr});
     const bool in_unmapped = unmapped != pool.unmapped.end() && unmapped->second == id;
     log.require(in_free == (n.reusable() && n.mapped) && in_unmapped == (n.reusable() && !n.mapped),

@@ -1,4 +1,4 @@
-// FreeBlockSet: the ordered free-block set of block_pool.hpp.
+// StreamBlocks and FreeBlockSet: the ordered free-block sets of block_pool.hpp.
 #include "pytorch/block_pool.hpp"
 
 #include <algorithm>
@@ -6,62 +6,121 @@
 
 namespace fraglab::cca {
 
-std::size_t FreeBlockSet::chunk_for(const FreeKey& key) const {
-  std::size_t lo = 0;
-  std::size_t hi = chunks_.size();
-  while (lo < hi) {
-    const std::size_t mid = (lo + hi) / 2;
-    if (key_less(chunks_[mid].back(), key)) {
-      lo = mid + 1;
+std::uint32_t StreamBlocks::chunk_for(SizeAddr key) const {
+  const SizeAddr* last = last_.data();
+  std::uint32_t lo = 0;
+  auto n = static_cast<std::uint32_t>(last_.size());
+  while (n > 0) {
+    const std::uint32_t half = n / 2;
+    if (last[lo + half] < key) {
+      lo += half + 1;
+      n -= half + 1;
     } else {
-      hi = mid;
+      n = half;
     }
   }
   return lo;
 }
 
-FreeBlockSet::Pos FreeBlockSet::lower_bound(const FreeKey& key) const {
-  const std::size_t c = chunk_for(key);
-  if (c == chunks_.size()) return end();
-  const auto& chunk = chunks_[c];
-  const auto it = std::lower_bound(chunk.begin(), chunk.end(), key, key_less);
-  return Pos{static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(it - chunk.begin())};
+std::uint32_t StreamBlocks::new_slot() {
+  if (!free_slots_.empty()) {
+    const std::uint32_t s = free_slots_.back();
+    free_slots_.pop_back();
+    return s;
+  }
+  slots_.emplace_back();
+  return static_cast<std::uint32_t>(slots_.size() - 1);
 }
 
-void FreeBlockSet::insert(const FreeEntry& entry) {
-  const FreeKey key{entry.stream, entry.size, entry.addr};
-  std::size_t c = chunk_for(key);
-  if (chunks_.empty()) {
-    chunks_.emplace_back().reserve(kMaxChunk);
-    c = 0;
-  } else if (c == chunks_.size()) {
-    c = chunks_.size() - 1;  // larger than everything: append to the last chunk
-  }
-  auto& chunk = chunks_[c];
-  const auto it = std::lower_bound(chunk.begin(), chunk.end(), key, key_less);
-  chunk.insert(it, entry);
+// The tail moves are a few entries: plain loops beat a call to memmove, which GCC would
+// otherwise turn them into.
+#define FRAGLAB_NO_MEMMOVE __attribute__((optimize("no-tree-loop-distribute-patterns")))
+
+FRAGLAB_NO_MEMMOVE void StreamBlocks::insert(SizeAddr key, NodeId id) {
   ++size_;
-  if (chunk.size() >= kMaxChunk) {
-    std::vector<FreeEntry> upper;
-    upper.reserve(kMaxChunk);
-    upper.assign(chunk.begin() + kMaxChunk / 2, chunk.end());
-    chunk.resize(kMaxChunk / 2);
-    chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(c) + 1, std::move(upper));
+  if (last_.empty()) {
+    const std::uint32_t s = new_slot();
+    Chunk& ch = slots_[s];
+    ch.keys[0] = key;
+    ch.ids[0] = id;
+    ch.n = 1;
+    order_.push_back(s);
+    last_.push_back(key);
+    return;
   }
+  std::uint32_t c = chunk_for(key);
+  if (c == last_.size()) c = c - 1;  // larger than everything: append to the last chunk
+  Chunk& ch = chunk(c);
+  const std::uint32_t i = index_in(ch, key);
+  for (std::uint32_t k = ch.n; k > i; --k) {
+    ch.keys[k] = ch.keys[k - 1];
+    ch.ids[k] = ch.ids[k - 1];
+  }
+  ch.keys[i] = key;
+  ch.ids[i] = id;
+  if (i == ch.n) last_[c] = key;  // the chunk's new last key
+  if (++ch.n < kMaxChunk) return;
+
+  // Full: the upper half moves to a new chunk right after this one.
+  const std::uint32_t s = new_slot();  // may move slots_: index again below
+  Chunk& lower = chunk(c);
+  Chunk& upper = slots_[s];
+  constexpr std::uint32_t kHalf = kMaxChunk / 2;
+  std::copy(lower.keys + kHalf, lower.keys + kMaxChunk, upper.keys);
+  std::copy(lower.ids + kHalf, lower.ids + kMaxChunk, upper.ids);
+  upper.n = kMaxChunk - kHalf;
+  lower.n = kHalf;
+  last_[c] = lower.keys[kHalf - 1];
+  order_.insert(order_.begin() + c + 1, s);
+  last_.insert(last_.begin() + c + 1, upper.keys[upper.n - 1]);
 }
 
-void FreeBlockSet::erase(const FreeKey& key) {
+FRAGLAB_NO_MEMMOVE void StreamBlocks::erase(Pos p) {
+  assert(!is_end(p) && p.index < chunk(p.chunk).n);
+  --size_;
+  Chunk& ch = chunk(p.chunk);
+  const std::uint32_t n = --ch.n;
+  if (n == 0) {
+    free_slots_.push_back(order_[p.chunk]);
+    order_.erase(order_.begin() + p.chunk);
+    last_.erase(last_.begin() + p.chunk);
+    return;
+  }
+  for (std::uint32_t k = p.index; k < n; ++k) {
+    ch.keys[k] = ch.keys[k + 1];
+    ch.ids[k] = ch.ids[k + 1];
+  }
+  if (p.index == n) last_[p.chunk] = ch.keys[n - 1];
+}
+
+void StreamBlocks::erase(SizeAddr key) {
   const Pos p = lower_bound(key);
-  assert(!is_end(p) && at(p).addr == key.addr && at(p).size == key.size && at(p).stream == key.stream);
+  assert(!is_end(p) && chunk(p.chunk).keys[p.index] == key);
   erase(p);
 }
 
-void FreeBlockSet::erase(Pos p) {
-  assert(!is_end(p) && p.index < chunks_[p.chunk].size());
-  auto& chunk = chunks_[p.chunk];
-  chunk.erase(chunk.begin() + p.index);
-  --size_;
-  if (chunk.empty()) chunks_.erase(chunks_.begin() + p.chunk);
+void StreamBlocks::copy_to(StreamId stream, std::vector<FreeEntry>& out) const {
+  for (const std::uint32_t s : order_) {
+    const Chunk& ch = slots_[s];
+    for (std::uint32_t i = 0; i < ch.n; ++i) {
+      out.push_back(FreeEntry{stream, static_cast<Bytes>(ch.keys[i] >> 64), static_cast<Addr>(ch.keys[i]), ch.ids[i]});
+    }
+  }
+}
+
+StreamBlocks& FreeBlockSet::of(StreamId stream) {
+  const auto at = std::lower_bound(streams_.begin(), streams_.end(), stream,
+                                   [](const auto& entry, StreamId s) { return entry.first < s; });
+  return streams_.emplace(at, stream, StreamBlocks{})->second;
+}
+
+NodeId FreeBlockSet::id_of(const FreeKey& key) const {
+  const StreamBlocks* blocks = find(key.stream);
+  if (blocks == nullptr) return kNil;
+  const SizeAddr k = size_addr(key.size, key.addr);
+  const StreamBlocks::Pos p = blocks->lower_bound(k);
+  if (blocks->is_end(p) || blocks->size_at(p) != key.size || blocks->addr_at(p) != key.addr) return kNil;
+  return blocks->id_at(p);
 }
 
 }  // namespace fraglab::cca

@@ -6,7 +6,8 @@
 //  - a node is in exactly one of: its pool's free set (free, mapped), its pool's unmapped set
 //    (expandable address space without pages), or neither (allocated or pending free);
 //  - the free set is ordered by (stream, size, address) — PyTorch's BlockComparatorSize — so a
-//    lower_bound on (stream, rounded, 0) is the best fit with ties to the lowest address (§3.1);
+//    lower_bound on (rounded, 0) in the stream's set is the best fit with ties to the lowest
+//    address (§3.1);
 //  - the unmapped set is ordered by (stream, address) — BlockComparatorAddress (§7.1);
 //  - a node's `gc_base` is its pool's get_free_block clock when it last entered the free set;
 //    its age is clock - gc_base (§3.3).
@@ -86,53 +87,124 @@ struct FreeEntry {
   Addr addr;
   NodeId id;
 };
-inline bool key_less(const FreeEntry& a, const FreeKey& b) {
-  if (a.stream != b.stream) return a.stream < b.stream;
-  if (a.size != b.size) return a.size < b.size;
-  return a.addr < b.addr;
-}
 
-// An ordered set of free blocks: a sorted sequence of small sorted chunks (a flat B-tree of
-// height two). lower_bound is two binary searches; insert/erase move at most one chunk.
-class FreeBlockSet {
+// (size, address) as one 128-bit number: comparing two is one wide compare, and the numeric
+// order is the (size, address) order exactly, for every 64-bit size and address.
+__extension__ typedef unsigned __int128 SizeAddr;
+inline SizeAddr size_addr(Bytes size, Addr addr) { return (SizeAddr{size} << 64) | addr; }
+
+// The free blocks of one stream, ordered by (size, address): a sorted sequence of small sorted
+// chunks (a flat B-tree of height two). The last key of every chunk sits in one contiguous
+// array, so lower_bound is a binary search over it and one inside a chunk; insert/erase move
+// at most one chunk's tail. A full chunk splits in two; an empty one is dropped.
+class StreamBlocks {
  public:
   struct Pos {
-    std::uint32_t chunk;
+    std::uint32_t chunk;  // ordinal in the sequence
     std::uint32_t index;
     bool operator==(const Pos&) const = default;
   };
 
-  void insert(const FreeEntry& entry);
-  void erase(const FreeKey& key);  // the key must be present
-  // Erases the entry at p (not end()), for callers that already found it: saves the search.
-  // Positions after p in its chunk, and every later chunk's positions, are invalidated.
+  // The first entry not below `key` (end() if none).
+  Pos lower_bound(SizeAddr key) const {
+    const std::uint32_t c = chunk_for(key);
+    if (c == last_.size()) return end();
+    return Pos{c, index_in(chunk(c), key)};
+  }
+  void insert(SizeAddr key, NodeId id);
+  // Erases the entry at p (not end()). Positions after p in its chunk, and every later chunk's
+  // positions, are invalidated; positions before p stay valid.
   void erase(Pos p);
-  Pos lower_bound(const FreeKey& key) const;
+  void erase(SizeAddr key);  // the key must be present
+
   Pos begin() const { return Pos{0, 0}; }
-  Pos end() const { return Pos{static_cast<std::uint32_t>(chunks_.size()), 0}; }
-  bool is_end(Pos p) const { return p.chunk >= chunks_.size(); }
+  Pos end() const { return Pos{static_cast<std::uint32_t>(last_.size()), 0}; }
+  bool is_end(Pos p) const { return p.chunk >= last_.size(); }
   Pos next(Pos p) const {
-    if (++p.index >= chunks_[p.chunk].size()) return Pos{p.chunk + 1, 0};
+    if (++p.index >= chunk(p.chunk).n) return Pos{p.chunk + 1, 0};
     return p;
   }
   Pos prev(Pos p) const {  // p must not be begin()
     if (p.index > 0) return Pos{p.chunk, p.index - 1};
-    return Pos{p.chunk - 1, static_cast<std::uint32_t>(chunks_[p.chunk - 1].size() - 1)};
+    return Pos{p.chunk - 1, chunk(p.chunk - 1).n - 1};
   }
-  const FreeEntry& at(Pos p) const { return chunks_[p.chunk][p.index]; }
+  Bytes size_at(Pos p) const { return static_cast<Bytes>(chunk(p.chunk).keys[p.index] >> 64); }
+  Addr addr_at(Pos p) const { return static_cast<Addr>(chunk(p.chunk).keys[p.index]); }
+  NodeId id_at(Pos p) const { return chunk(p.chunk).ids[p.index]; }
   std::size_t size() const { return size_; }
-  // Appends every entry, in order (callers walk a copy when the walk frees blocks).
+  void copy_to(StreamId stream, std::vector<FreeEntry>& out) const;
+
+ private:
+  // Chunks of 8 keep the tail moves short (lm2.7b-ctx128, callgrind: 16 -> 8 cut the replay by
+  // 5 %; 4 gained under 1 % more while every split moves a longer top-level array).
+  static constexpr std::uint32_t kMaxChunk = 8;
+  struct Chunk {
+    SizeAddr keys[kMaxChunk];
+    NodeId ids[kMaxChunk];
+    std::uint32_t n = 0;
+  };
+  const Chunk& chunk(std::uint32_t c) const { return slots_[order_[c]]; }
+  Chunk& chunk(std::uint32_t c) { return slots_[order_[c]]; }
+  std::uint32_t chunk_for(SizeAddr key) const;  // first chunk whose last key >= key
+  static std::uint32_t index_in(const Chunk& ch, SizeAddr key) {
+    std::uint32_t lo = 0;
+    std::uint32_t n = ch.n;
+    while (n > 0) {
+      const std::uint32_t half = n / 2;
+      if (ch.keys[lo + half] < key) {
+        lo += half + 1;
+        n -= half + 1;
+      } else {
+        n = half;
+      }
+    }
+    return lo;
+  }
+  std::uint32_t new_slot();
+
+  std::vector<SizeAddr> last_;        // the last key of each chunk, in sequence order
+  std::vector<std::uint32_t> order_;  // the slot of each chunk, in sequence order
+  std::vector<Chunk> slots_;          // chunk storage; never holds an empty chunk in order_
+  std::vector<std::uint32_t> free_slots_;
+  std::size_t size_ = 0;
+};
+
+// A pool's free blocks, ordered by (stream, size, address): one StreamBlocks per stream, kept
+// in stream order (streams are few). Every best-fit search stays inside one stream (§3.1), so
+// callers take the stream's set and work on it.
+class FreeBlockSet {
+ public:
+  // The stream's blocks, or nullptr when it never had any.
+  const StreamBlocks* find(StreamId stream) const {
+    for (const auto& [s, blocks] : streams_) {
+      if (s == stream) return &blocks;
+    }
+    return nullptr;
+  }
+  StreamBlocks* find(StreamId stream) {
+    return const_cast<StreamBlocks*>(static_cast<const FreeBlockSet*>(this)->find(stream));
+  }
+  void insert(const FreeEntry& entry) {
+    StreamBlocks* blocks = find(entry.stream);
+    (blocks != nullptr ? *blocks : of(entry.stream)).insert(size_addr(entry.size, entry.addr), entry.id);
+  }
+  void erase(const FreeKey& key) { find(key.stream)->erase(size_addr(key.size, key.addr)); }  // must be present
+  // The id filed under `key`, or kNil.
+  NodeId id_of(const FreeKey& key) const;
+  std::size_t size() const {
+    std::size_t n = 0;
+    for (const auto& s : streams_) n += s.second.size();
+    return n;
+  }
+  // Appends every entry, in (stream, size, address) order (callers walk a copy when the walk
+  // frees blocks).
   void copy_to(std::vector<FreeEntry>& out) const {
-    for (const auto& c : chunks_) out.insert(out.end(), c.begin(), c.end());
+    for (const auto& [s, blocks] : streams_) blocks.copy_to(s, out);
   }
 
  private:
-  // Small chunks keep the memmove of an insert/erase short; 16 measured fewest CPU seconds on
-  // lm2.7b-ctx128 (callgrind: 128 -> 16 cut replay instructions by ~14 %, 8 gained <1 % more).
-  static constexpr std::size_t kMaxChunk = 16;
-  std::size_t chunk_for(const FreeKey& key) const;  // first chunk whose last entry >= key
-  std::vector<std::vector<FreeEntry>> chunks_;      // never holds an empty chunk
-  std::size_t size_ = 0;
+  StreamBlocks& of(StreamId stream);                        // adds the stream (not yet present)
+  std::vector<std::pair<StreamId, StreamBlocks>> streams_;  // sorted by stream
 };
 
 // One of PyTorch's BlockPools: the small or the large pool.

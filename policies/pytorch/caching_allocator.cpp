@@ -60,21 +60,23 @@ std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
 bool CachingAllocator::get_free_block(Request& r) {
   BlockPool& pool = *r.pool;
   if (gc_enabled()) ++pool.get_free_blocks_call_count;
-  FreeBlockSet& set = pool.blocks;
-  FreeBlockSet::Pos it = set.lower_bound(FreeKey{r.stream, r.rounded, 0});
-  if (set.is_end(it) || set.at(it).stream != r.stream) return false;
+  StreamBlocks* blocks = pool.blocks.find(r.stream);  // the search never leaves the stream
+  if (blocks == nullptr) return false;
+  StreamBlocks& set = *blocks;
+  StreamBlocks::Pos it = set.lower_bound(size_addr(r.rounded, 0));
+  if (set.is_end(it)) return false;
 
-  if (nodes_[set.at(it).id].expandable()) {
+  if (nodes_[set.id_at(it)].expandable()) {
     if (expandable_active_) {
       // Count the unmapped space after a block as part of its size, so a block touching the
       // unmapped tail is passed over for the next larger interior block.
-      auto expandable_size = [this](const FreeEntry& e) {
-        const Node& n = nodes_[e.id];
+      auto expandable_size = [this](NodeId id) {
+        const Node& n = nodes_[id];
         return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
       };
-      FreeBlockSet::Pos next = set.next(it);
-      while (nodes_[set.at(it).id].expandable() && !set.is_end(next) && set.at(next).stream == r.stream &&
-             expandable_size(set.at(next)) < expandable_size(set.at(it))) {
+      StreamBlocks::Pos next = set.next(it);
+      while (nodes_[set.id_at(it)].expandable() && !set.is_end(next) &&
+             expandable_size(set.id_at(next)) < expandable_size(set.id_at(it))) {
         it = next;
         next = set.next(next);
       }
@@ -82,16 +84,16 @@ bool CachingAllocator::get_free_block(Request& r) {
       // Expandable segments were switched off: such blocks are skipped entirely.
       do {
         it = set.next(it);
-      } while (!set.is_end(it) && nodes_[set.at(it).id].expandable() && set.at(it).stream == r.stream);
-      if (set.is_end(it) || set.at(it).stream != r.stream) return false;
+      } while (!set.is_end(it) && nodes_[set.id_at(it)].expandable());
+      if (set.is_end(it)) return false;
     }
   }
 
   const Bytes ms = config_.max_split_size;
-  const Bytes candidate = set.at(it).size;
+  const Bytes candidate = set.size_at(it);
   if (r.rounded < ms && candidate >= ms) return false;  // no oversize block for a normal request
   if (r.rounded >= ms && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
-  r.block = set.at(it).id;
+  r.block = set.id_at(it);
   set.erase(it);  // the best fit's position is known: no second search
   return true;
 }

@@ -59,18 +59,20 @@ void CachingAllocator::garbage_collect_cached_blocks() {
 bool CachingAllocator::release_available_cached_blocks(const Request& r) {
   const Bytes ms = config_.max_split_size;
   if (ms == kUnlimited) return false;
-  FreeBlockSet& set = r.pool->blocks;
+  StreamBlocks* blocks = r.pool->blocks.find(r.stream);  // the rung never leaves the stream
+  if (blocks == nullptr) return false;
+  StreamBlocks& set = *blocks;
   const Bytes key_size = std::max(r.rounded, ms);
-  FreeBlockSet::Pos it = set.lower_bound(FreeKey{r.stream, key_size, 0});
-  if (set.is_end(it) || set.at(it).stream != r.stream || nodes_[set.at(it).id].expandable()) {
+  StreamBlocks::Pos it = set.lower_bound(size_addr(key_size, 0));
+  if (set.is_end(it) || nodes_[set.id_at(it)].expandable()) {
     if (it == set.begin()) return false;
     Bytes released = 0;
-    it = set.prev(it);  // the largest block below the key (on this stream, if any)
-    while (released < key_size && set.at(it).size >= ms && set.at(it).stream == r.stream) {
-      const FreeBlockSet::Pos cur = it;
+    it = set.prev(it);  // the largest block below the key
+    while (released < key_size && set.size_at(it) >= ms) {
+      const StreamBlocks::Pos cur = it;
       const bool is_first = cur == set.begin();
       if (!is_first) it = set.prev(it);  // positions before `cur` survive its removal
-      const NodeId id = set.at(cur).id;
+      const NodeId id = set.id_at(cur);
       // Only whole cudaMalloc'd segments can be returned (a free block >= MS always is one).
       if (!nodes_[id].expandable() && !nodes_[id].is_split()) {
         released += nodes_[id].size;
@@ -80,7 +82,7 @@ bool CachingAllocator::release_available_cached_blocks(const Request& r) {
     }
     return released >= key_size;
   }
-  const NodeId id = set.at(it).id;
+  const NodeId id = set.id_at(it);
   if (nodes_[id].is_split()) return false;
   release_block(id);
   return true;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <set>
 #include <unordered_map>
 
 #include "fraglab/seeded_hash.hpp"
@@ -124,16 +123,35 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     if (pending[i].open) open.push_back(i);
   }
   std::vector<std::pair<Addr, Bytes>> new_segments;  // segment_alloc since the last alloc
-  std::set<Addr> untouched;                          // initial segments holding nothing, where nothing has landed yet
-  for (const InitialSegment& s : segs) untouched.insert(s.addr);
+  // Initial segments holding nothing, where nothing has landed yet: a set of addresses kept as
+  // a sorted array with a flag each (only ever shrinks; cheaper than a node per segment).
+  std::vector<Addr> segment_addrs;
+  segment_addrs.reserve(segs.size());
+  for (const InitialSegment& s : segs) segment_addrs.push_back(s.addr);
+  std::sort(segment_addrs.begin(), segment_addrs.end());
+  segment_addrs.erase(std::unique(segment_addrs.begin(), segment_addrs.end()), segment_addrs.end());
+  std::vector<char> untouched_flag(segment_addrs.size(), 1);
+  auto untouched_slot = [&](Addr addr) -> char* {
+    const auto it = std::lower_bound(segment_addrs.begin(), segment_addrs.end(), addr);
+    return it != segment_addrs.end() && *it == addr
+               ? &untouched_flag[static_cast<std::size_t>(it - segment_addrs.begin())]
+               : nullptr;
+  };
+  auto untouched_erase = [&](Addr addr) {
+    if (char* f = untouched_slot(addr)) *f = 0;
+  };
+  auto untouched_has = [&](Addr addr) {
+    const char* f = untouched_slot(addr);
+    return f != nullptr && *f != 0;
+  };
   for (const InitialAllocation& a : allocs) {
-    if (const InitialSegment* s = segment_of(a.addr)) untouched.erase(s->addr);
+    if (const InitialSegment* s = segment_of(a.addr)) untouched_erase(s->addr);
   }
 
   for (const Event& e : trace.events) {
     if (open.empty()) break;
     if (e.op == Op::SegmentAlloc) new_segments.emplace_back(e.addr, e.size);
-    if (e.op == Op::SegmentFree) untouched.erase(e.addr);  // gone (its address may come back)
+    if (e.op == Op::SegmentFree) untouched_erase(e.addr);  // gone (its address may come back)
     if ((e.op == Op::Free || e.op == Op::FreeCompleted)) {
       auto it = live_initial.find(e.id);
       if (it != live_initial.end()) {
@@ -176,9 +194,9 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
                                     [&](const auto& s) { return e.addr >= s.first && e.addr < s.first + s.second; });
     new_segments.clear();
     const InitialSegment* landed = segment_of(e.addr);
-    const bool whole_free = !missed && landed != nullptr && !landed->expandable && e.addr == landed->addr &&
-                            untouched.count(landed->addr) > 0;
-    if (landed != nullptr) untouched.erase(landed->addr);
+    const bool whole_free =
+        !missed && landed != nullptr && !landed->expandable && e.addr == landed->addr && untouched_has(landed->addr);
+    if (landed != nullptr) untouched_erase(landed->addr);
     if (!missed && !whole_free) continue;
     const Bytes rounded = round_size(e.size, config.rounding);
     const PoolKind pool = pool_for(rounded);
