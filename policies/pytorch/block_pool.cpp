@@ -6,22 +6,6 @@
 
 namespace fraglab::cca {
 
-std::uint32_t StreamBlocks::chunk_for(SizeAddr key) const {
-  const SizeAddr* last = last_.data();
-  std::uint32_t lo = 0;
-  auto n = static_cast<std::uint32_t>(last_.size());
-  while (n > 0) {
-    const std::uint32_t half = n / 2;
-    if (last[lo + half] < key) {
-      lo += half + 1;
-      n -= half + 1;
-    } else {
-      n = half;
-    }
-  }
-  return lo;
-}
-
 std::uint32_t StreamBlocks::new_slot() {
   if (!free_slots_.empty()) {
     const std::uint32_t s = free_slots_.back();

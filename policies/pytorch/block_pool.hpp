@@ -116,6 +116,21 @@ class StreamBlocks {
   // positions, are invalidated; positions before p stay valid.
   void erase(Pos p);
   void erase(SizeAddr key);  // the key must be present
+  // Files `key` in place of the entry at p when `key` sorts below it and above the entry before
+  // it (so the order holds): the erase of p and the insert of key in one write. False (and
+  // nothing changed) otherwise.
+  bool replace(Pos p, SizeAddr key, NodeId id) {
+    Chunk& ch = chunk(p.chunk);
+    if (!(key < ch.keys[p.index])) return false;
+    if (p != begin()) {
+      const Pos before = prev(p);
+      if (!(chunk(before.chunk).keys[before.index] < key)) return false;
+    }
+    ch.keys[p.index] = key;
+    ch.ids[p.index] = id;
+    if (p.index + 1 == ch.n) last_[p.chunk] = key;
+    return true;
+  }
 
   Pos begin() const { return Pos{0, 0}; }
   Pos end() const { return Pos{static_cast<std::uint32_t>(last_.size()), 0}; }
@@ -145,7 +160,21 @@ class StreamBlocks {
   };
   const Chunk& chunk(std::uint32_t c) const { return slots_[order_[c]]; }
   Chunk& chunk(std::uint32_t c) { return slots_[order_[c]]; }
-  std::uint32_t chunk_for(SizeAddr key) const;  // first chunk whose last key >= key
+  std::uint32_t chunk_for(SizeAddr key) const {  // the first chunk whose last key >= key
+    const SizeAddr* last = last_.data();
+    std::uint32_t lo = 0;
+    auto n = static_cast<std::uint32_t>(last_.size());
+    while (n > 0) {
+      const std::uint32_t half = n / 2;
+      if (last[lo + half] < key) {
+        lo += half + 1;
+        n -= half + 1;
+      } else {
+        n = half;
+      }
+    }
+    return lo;
+  }
   static std::uint32_t index_in(const Chunk& ch, SizeAddr key) {
     std::uint32_t lo = 0;
     std::uint32_t n = ch.n;

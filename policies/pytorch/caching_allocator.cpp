@@ -94,7 +94,8 @@ bool CachingAllocator::get_free_block(Request& r) {
   if (r.rounded < ms && candidate >= ms) return false;  // no oversize block for a normal request
   if (r.rounded >= ms && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
   r.block = set.id_at(it);
-  set.erase(it);  // the best fit's position is known: no second search
+  r.found_in = &set;  // alloc_found_block takes it out at this position: no second search
+  r.found_at = it;
   return true;
 }
 
@@ -150,7 +151,7 @@ Block CachingAllocator::alloc_found_block(Request& r) {
     if (b.next != kNil) nodes_[b.next].prev = rest;
     b.next = rest;
     b.size = r.rounded;
-    insert_into_blocks(*r.pool, rest);
+    take_found_block(r, rest);
     if (!b.expandable()) {
       if (already_split) {
         stats_.inactive_split_bytes.decrease(pool, r.rounded);  // an inactive split block shrinks
@@ -159,9 +160,12 @@ Block CachingAllocator::alloc_found_block(Request& r) {
         stats_.inactive_split.increase(pool, 1);
       }
     }
-  } else if (already_split && !nodes_[r.block].expandable()) {
-    stats_.inactive_split_bytes.decrease(pool, nodes_[r.block].size);
-    stats_.inactive_split.decrease(pool, 1);
+  } else {
+    take_found_block(r, kNil);
+    if (already_split && !nodes_[r.block].expandable()) {
+      stats_.inactive_split_bytes.decrease(pool, nodes_[r.block].size);
+      stats_.inactive_split.decrease(pool, 1);
+    }
   }
   Node& b = nodes_[r.block];
   b.allocated = true;
@@ -174,6 +178,29 @@ Block CachingAllocator::alloc_found_block(Request& r) {
   stats_.requested_bytes.increase(pool, b.requested);
   if (b.size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
   return Block{b.addr, b.size, b.requested, b.stream, cookie_of(r.block, b)};
+}
+
+// The best fit leaves its pool and a split's remainder enters it (§4.2). The remainder sorts
+// just below the block it was cut from, so unless another block lies between the two it takes
+// the block's place in the set: one write instead of an erase and an insert.
+void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
+  if (r.found_in == nullptr) {  // a new segment or pages: not in the pool
+    if (remainder != kNil) insert_into_blocks(*r.pool, remainder);
+    return;
+  }
+  StreamBlocks& set = *r.found_in;
+  r.found_in = nullptr;
+  if (remainder == kNil) {
+    set.erase(r.found_at);
+    return;
+  }
+  Node& n = nodes_[remainder];
+  n.gc_base = r.pool->get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
+  const SizeAddr key = size_addr(n.size, n.addr);
+  if (!set.replace(r.found_at, key, remainder)) {
+    set.erase(r.found_at);
+    set.insert(key, remainder);
+  }
 }
 
 void CachingAllocator::oom(const Request& r) {
@@ -256,6 +283,7 @@ void CachingAllocator::free_block(NodeId id) {
   std::int64_t d_bytes = 0;
   const NodeId candidates[2] = {n.prev, n.next};
   for (NodeId c : candidates) {
+    if (c == kNil || !nodes_[c].reusable()) continue;  // the common case, decided without a call
     const Bytes subsumed = try_merge_blocks(id, c, pool);
     if (subsumed > 0) {
       d_count -= 1;

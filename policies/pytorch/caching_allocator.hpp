@@ -75,6 +75,10 @@ class CachingAllocator {
     StreamId stream;
     BlockPool* pool;
     NodeId block = kNil;
+    // get_free_block's best fit is still filed here until alloc_found_block takes it out (so a
+    // split remainder can take its place); nullptr for a block from alloc_block.
+    StreamBlocks* found_in = nullptr;
+    StreamBlocks::Pos found_at{};
   };
 
   BlockPool& pool_of(PoolKind kind) { return pools_[static_cast<int>(kind)]; }
@@ -90,6 +94,7 @@ class CachingAllocator {
   void free_block(NodeId id);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
   void insert_into_blocks(BlockPool& pool, NodeId id);
+  void take_found_block(Request& r, NodeId remainder);
   void oom(const Request& r);
 
   // release.cpp

@@ -4,6 +4,7 @@
 // lower_bound inside a stream must find what the ordered set finds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <set>
@@ -110,6 +111,64 @@ TEST(FreeBlockSet, MatchesAnOrderedSetUnderInsertsAndBothErases) {
     blocks->erase(p);
     ref.erase(it);
   }
+  EXPECT_EQ(walk(set), std::vector(ref.begin(), ref.end()));
+}
+
+// replace() files a key in place of an entry exactly when the order allows it: the key sorts
+// below the entry and above the entry's predecessor in its stream (found with std::set).
+TEST(FreeBlockSet, ReplaceOnlyWhereTheOrderHolds) {
+  FreeBlockSet set;
+  Ref ref;
+  std::uint64_t state = 777;
+  auto rnd = [&state](std::uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  const StreamId stream = 9;
+  Addr next_addr = 0x10000;
+  int replaced = 0;
+  int refused = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (ref.size() < 50 || (ref.size() < 300 && rnd(2) == 0)) {
+      const Bytes size = 512 * (1 + rnd(3000));  // spread: a remainder often fits in place
+      set.insert(FreeEntry{stream, size, next_addr, 0});
+      ref.emplace(stream, size, next_addr);
+      next_addr += 0x200;
+      continue;
+    }
+    auto victim = ref.begin();
+    std::advance(victim, static_cast<std::ptrdiff_t>(rnd(ref.size())));
+    const auto [s, size, addr] = *victim;
+    // A split's remainder: smaller, at a higher address (sometimes not smaller: must refuse).
+    const Bytes new_size = rnd(8) == 0 ? size + 512 : size - std::min<Bytes>(size - 512, 512 * rnd(6));
+    const Addr new_addr = next_addr;
+    next_addr += 0x200;
+    const std::tuple<StreamId, Bytes, Addr> key{stream, new_size, new_addr};
+    const bool order_holds = key < *victim && (victim == ref.begin() || *std::prev(victim) < key);
+    StreamBlocks* blocks = set.find(stream);
+    const StreamBlocks::Pos p = blocks->lower_bound(size_addr(size, addr));
+    ASSERT_EQ(blocks->replace(p, size_addr(new_size, new_addr), 1), order_holds) << "step " << step;
+    if (order_holds) {
+      ref.erase(victim);
+      ref.insert(key);
+      ++replaced;
+    } else {
+      ++refused;
+    }
+    ASSERT_EQ(set.size(), ref.size());
+    if (step % 53 == 0) {
+      ASSERT_EQ(walk_both_ways(*blocks, stream), std::vector(ref.begin(), ref.end()));
+    }
+    // The chunks' last keys must follow a replace of a chunk's last entry: lower_bound finds all.
+    for (const auto& [t, sz, a] : ref) {
+      if (step % 53 != 0) break;
+      const StreamBlocks::Pos q = blocks->lower_bound(size_addr(sz, a));
+      ASSERT_FALSE(blocks->is_end(q));
+      ASSERT_EQ(blocks->addr_at(q), a);
+    }
+  }
+  EXPECT_GT(replaced, 100);  // both outcomes were exercised
+  EXPECT_GT(refused, 100);
   EXPECT_EQ(walk(set), std::vector(ref.begin(), ref.end()));
 }
 
