@@ -116,16 +116,17 @@ class StreamBlocks {
   // positions, are invalidated; positions before p stay valid.
   void erase(Pos p);
   void erase(SizeAddr key);  // the key must be present
-  // Files `key` in place of the entry at p when `key` sorts below it and above the entry before
-  // it (so the order holds): the erase of p and the insert of key in one write. False (and
+  // Files `key` in place of the entry at p when `key` sorts between the entries before and
+  // after p (so the order holds): the erase of p and the insert of key in one write. False (and
   // nothing changed) otherwise.
   bool replace(Pos p, SizeAddr key, NodeId id) {
-    Chunk& ch = chunk(p.chunk);
-    if (!(key < ch.keys[p.index])) return false;
     if (p != begin()) {
       const Pos before = prev(p);
       if (!(chunk(before.chunk).keys[before.index] < key)) return false;
     }
+    const Pos after = next(p);
+    if (!is_end(after) && !(key < chunk(after.chunk).keys[after.index])) return false;
+    Chunk& ch = chunk(p.chunk);
     ch.keys[p.index] = key;
     ch.ids[p.index] = id;
     if (p.index + 1 == ch.n) last_[p.chunk] = key;

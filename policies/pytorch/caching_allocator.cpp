@@ -281,16 +281,39 @@ void CachingAllocator::free_block(NodeId id) {
   BlockPool& pool = pool_of(kind);
   std::int64_t d_count = 0;
   std::int64_t d_bytes = 0;
+  // The last free mapped neighbour absorbed stays filed until the end: the merged block sorts
+  // above it (it is larger), often right there, and then takes its place in the set.
+  StreamBlocks* kept_in = nullptr;
+  StreamBlocks::Pos kept_at{};
   const NodeId candidates[2] = {n.prev, n.next};
   for (NodeId c : candidates) {
     if (c == kNil || !nodes_[c].reusable()) continue;  // the common case, decided without a call
-    const Bytes subsumed = try_merge_blocks(id, c, pool);
+    Bytes subsumed = 0;
+    if (nodes_[c].mapped && nodes_[id].mapped) {
+      if (kept_in != nullptr) kept_in->erase(kept_at);  // the first neighbour leaves after all
+      const Node& s = nodes_[c];
+      kept_in = pool.blocks.find(s.stream);
+      kept_at = kept_in->lower_bound(size_addr(s.size, s.addr));
+      subsumed = absorb_block(id, c);
+    } else {
+      subsumed = try_merge_blocks(id, c, pool);
+    }
     if (subsumed > 0) {
       d_count -= 1;
       d_bytes -= static_cast<std::int64_t>(subsumed);
     }
   }
-  insert_into_blocks(pool, id);
+  if (kept_in == nullptr) {
+    insert_into_blocks(pool, id);
+  } else {
+    Node& merged = nodes_[id];
+    merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
+    const SizeAddr key = size_addr(merged.size, merged.addr);
+    if (!kept_in->replace(kept_at, key, id)) {
+      kept_in->erase(kept_at);
+      kept_in->insert(key, id);
+    }
+  }
   const Node& m = nodes_[id];
   if (m.is_split()) {
     d_count += 1;
@@ -317,6 +340,13 @@ Bytes CachingAllocator::try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool
   } else {
     pool.unmapped.erase({s.stream, s.addr});
   }
+  return absorb_block(dst, src);
+}
+
+// Joins neighbour `src` (already out of every set) into `dst` and destroys it; returns its bytes.
+Bytes CachingAllocator::absorb_block(NodeId dst, NodeId src) {
+  Node& s = nodes_[src];
+  Node& d = nodes_[dst];
   if (d.prev == src) {  // [src dst]
     d.addr = s.addr;
     d.prev = s.prev;

@@ -93,6 +93,7 @@ class CachingAllocator {
   Block alloc_found_block(Request& r);
   void free_block(NodeId id);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
+  Bytes absorb_block(NodeId dst, NodeId src);
   void insert_into_blocks(BlockPool& pool, NodeId id);
   void take_found_block(Request& r, NodeId remainder);
   void oom(const Request& r);

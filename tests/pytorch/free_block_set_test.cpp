@@ -115,7 +115,7 @@ TEST(FreeBlockSet, MatchesAnOrderedSetUnderInsertsAndBothErases) {
 }
 
 // replace() files a key in place of an entry exactly when the order allows it: the key sorts
-// below the entry and above the entry's predecessor in its stream (found with std::set).
+// between the entry's predecessor and its successor in its stream (found with std::set).
 TEST(FreeBlockSet, ReplaceOnlyWhereTheOrderHolds) {
   FreeBlockSet set;
   Ref ref;
@@ -139,12 +139,13 @@ TEST(FreeBlockSet, ReplaceOnlyWhereTheOrderHolds) {
     auto victim = ref.begin();
     std::advance(victim, static_cast<std::ptrdiff_t>(rnd(ref.size())));
     const auto [s, size, addr] = *victim;
-    // A split's remainder: smaller, at a higher address (sometimes not smaller: must refuse).
-    const Bytes new_size = rnd(8) == 0 ? size + 512 : size - std::min<Bytes>(size - 512, 512 * rnd(6));
+    // A split's remainder (smaller, at a higher address) or a merged block (larger).
+    const Bytes new_size = rnd(3) == 0 ? size + 512 * rnd(6) : size - std::min<Bytes>(size - 512, 512 * rnd(6));
     const Addr new_addr = next_addr;
     next_addr += 0x200;
     const std::tuple<StreamId, Bytes, Addr> key{stream, new_size, new_addr};
-    const bool order_holds = key < *victim && (victim == ref.begin() || *std::prev(victim) < key);
+    const bool order_holds = (victim == ref.begin() || *std::prev(victim) < key) &&
+                             (std::next(victim) == ref.end() || key < *std::next(victim));
     StreamBlocks* blocks = set.find(stream);
     const StreamBlocks::Pos p = blocks->lower_bound(size_addr(size, addr));
     ASSERT_EQ(blocks->replace(p, size_addr(new_size, new_addr), 1), order_holds) << "step " << step;
