@@ -13,11 +13,8 @@ namespace {
 
 // True when a range of `set` overlaps [lo, hi).
 bool overlaps(const FreeRanges& set, Addr lo, Addr hi) {
-  const auto& ranges = set.by_address();
-  auto it = ranges.lower_bound(hi);
-  if (it == ranges.begin()) return false;
-  --it;
-  return it->first + it->second > lo;
+  const FreeRanges::Range* last = set.last_starting_below(hi);
+  return last != nullptr && last->end() > lo;
 }
 
 // Removes whatever part of [lo, hi) `set` holds. True when it held some. One lookup when it
@@ -25,13 +22,11 @@ bool overlaps(const FreeRanges& set, Addr lo, Addr hi) {
 bool erase_overlap(FreeRanges& set, Addr lo, Addr hi) {
   bool removed = false;
   while (!set.empty()) {
-    const auto& ranges = set.by_address();
-    auto it = ranges.lower_bound(hi);  // the last range starting below hi is the one before
-    if (it == ranges.begin()) break;
-    --it;
-    const Addr end = it->first + it->second;
+    const FreeRanges::Range* last = set.last_starting_below(hi);
+    if (last == nullptr) break;
+    const Addr end = last->end();
     if (end <= lo) break;
-    const Addr piece_lo = std::max(it->first, lo);
+    const Addr piece_lo = std::max(last->addr, lo);
     set.erase(piece_lo, std::min(end, hi) - piece_lo);
     removed = true;
     hi = piece_lo;  // pieces further down, if any, end at or below this one's start
@@ -41,11 +36,8 @@ bool erase_overlap(FreeRanges& set, Addr lo, Addr hi) {
 
 // The end of the last range of `set` that ends after `floor` and at or before `top`, or `floor`.
 Addr last_end_below(const FreeRanges& set, Addr floor, Addr top) {
-  const auto& ranges = set.by_address();
-  auto it = ranges.lower_bound(top);
-  if (it == ranges.begin()) return floor;
-  --it;
-  return std::max(floor, it->first + it->second);
+  const FreeRanges::Range* last = set.last_starting_below(top);
+  return last == nullptr ? floor : std::max(floor, last->end());
 }
 
 }  // namespace
@@ -134,10 +126,9 @@ std::optional<StreamFreeSpace::Fit> StreamFreeSpace::best_fit_any(Bytes size) co
 
 Addr StreamFreeSpace::growth_start(Addr top, StreamId stream) const {
   if (all_.empty()) return top;
-  const auto& ranges = all_.by_address();
-  const auto& tail = *std::prev(ranges.end());
-  if (tail.first + tail.second != top) return top;
-  Addr start = tail.first;
+  const FreeRanges::Range& tail = all_.by_address().back();
+  if (tail.end() != top) return top;
+  Addr start = tail.addr;
   start = last_end_below(awaiting_, start, top);
   for (const Pending& p : pending_) {
     if (p.stream != stream) start = last_end_below(p.ranges, start, top);
