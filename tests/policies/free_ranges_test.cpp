@@ -89,22 +89,29 @@ TEST(FreeRanges, InsertMergesWithBothNeighboursAndBestFitPrefersTheLowestAmongEq
   EXPECT_THROW(set.erase(1040, 20), std::logic_error);   // [1050, 1060) is not free
 }
 
-TEST(FreeRanges, RandomInsertsAndErasesMatchAPerUnitReference) {
+// Random inserts, erases and erase_within calls, with and without the size index (best fit by
+// scanning must pick the same range as the index).
+void random_operations_match_the_reference(FreeRanges::SizeIndex size_index) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Rng rng(seed);
-    FreeRanges set;
+    FreeRanges set(size_index);
     ReferenceFree ref;
     for (int step = 0; step < 400; ++step) {
       const std::size_t at = rng.below(kUnits);
       const std::size_t len = 1 + rng.below(std::min<std::size_t>(8, kUnits - at));
-      const bool all_free = std::all_of(ref.free.begin() + at, ref.free.begin() + at + len, [](bool f) { return f; });
-      const bool none_free = std::none_of(ref.free.begin() + at, ref.free.begin() + at + len, [](bool f) { return f; });
-      if (none_free) {
+      const auto first = ref.free.begin() + static_cast<std::ptrdiff_t>(at);
+      const auto last = first + static_cast<std::ptrdiff_t>(len);
+      const bool all_free = std::all_of(first, last, [](bool f) { return f; });
+      const bool none_free = std::none_of(first, last, [](bool f) { return f; });
+      if (rng.below(4) == 0) {  // whatever of [at, at + len) is free goes, in pieces or not at all
+        EXPECT_EQ(set.erase_within(kLo + at * kUnit, kLo + (at + len) * kUnit), !none_free);
+        std::fill(first, last, false);
+      } else if (none_free) {
         set.insert(kLo + at * kUnit, len * kUnit);
-        std::fill(ref.free.begin() + at, ref.free.begin() + at + len, true);
+        std::fill(first, last, true);
       } else if (all_free) {
         set.erase(kLo + at * kUnit, len * kUnit);
-        std::fill(ref.free.begin() + at, ref.free.begin() + at + len, false);
+        std::fill(first, last, false);
       } else {
         continue;
       }
@@ -117,7 +124,18 @@ TEST(FreeRanges, RandomInsertsAndErasesMatchAPerUnitReference) {
       }
       if (::testing::Test::HasFailure()) return;
     }
+    set.clear();
+    EXPECT_TRUE(set.empty());
+    EXPECT_EQ(set.total(), 0u);
   }
+}
+
+TEST(FreeRanges, RandomOperationsMatchAPerUnitReference) {
+  random_operations_match_the_reference(FreeRanges::SizeIndex::Kept);
+}
+
+TEST(FreeRanges, RandomOperationsMatchAPerUnitReferenceWithoutTheSizeIndex) {
+  random_operations_match_the_reference(FreeRanges::SizeIndex::None);
 }
 
 // MappedPages against one flag per page; the device's reserved bytes must follow too.
