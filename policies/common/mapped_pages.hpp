@@ -41,7 +41,8 @@ class MappedPages {
     if (auto holder = first_starting_after(lo); holder != runs_.begin() && std::prev(holder)->second >= hi) {
       return true;
     }
-    std::vector<std::pair<Addr, Addr>> gaps = unmapped_within(lo, hi);
+    std::vector<std::pair<Addr, Addr>>& gaps = gaps_;  // reused: no allocation per call
+    unmapped_within(lo, hi, gaps);
     for (std::size_t i = 0; i < gaps.size(); ++i) {
       const auto [gap_lo, gap_hi] = gaps[i];
       if (!device_.map(gap_lo, gap_hi - gap_lo)) {
@@ -56,7 +57,8 @@ class MappedPages {
   // Unmaps every mapped page of [lo, hi) (page aligned): one device unmap per mapped piece.
   // Returns the bytes unmapped.
   Bytes unmap_within(Addr lo, Addr hi) {
-    std::vector<std::pair<Addr, Addr>> pieces;
+    std::vector<std::pair<Addr, Addr>>& pieces = pieces_;  // reused: no allocation per call
+    pieces.clear();
     auto it = first_starting_after(lo);
     if (it != runs_.begin() && std::prev(it)->second > lo) --it;
     for (; it != runs_.end() && it->first < hi; ++it) {
@@ -130,10 +132,9 @@ class MappedPages {
   const std::vector<std::pair<Addr, Addr>>& runs() const { return runs_; }
 
  private:
-  // The unmapped gaps of [lo, hi), in address order. The common case (a block placed in pages
-  // that are already mapped) costs one lookup and returns nothing.
-  std::vector<std::pair<Addr, Addr>> unmapped_within(Addr lo, Addr hi) const {
-    std::vector<std::pair<Addr, Addr>> gaps;
+  // Sets `gaps` to the unmapped gaps of [lo, hi), in address order.
+  void unmapped_within(Addr lo, Addr hi, std::vector<std::pair<Addr, Addr>>& gaps) const {
+    gaps.clear();
     Addr at = lo;
     auto next = first_starting_after(lo);
     if (next != runs_.begin() && std::prev(next)->second > lo) at = std::prev(next)->second;
@@ -144,7 +145,6 @@ class MappedPages {
       at = next->second;
       ++next;
     }
-    return gaps;
   }
 
   using Runs = std::vector<std::pair<Addr, Addr>>;
@@ -197,6 +197,9 @@ class MappedPages {
 
   Device& device_;
   Runs runs_;  // [start, end), sorted by start
+  // Scratch for map_missing and unmap_within (distinct: a failed map_missing unmaps).
+  std::vector<std::pair<Addr, Addr>> gaps_;
+  std::vector<std::pair<Addr, Addr>> pieces_;
   Bytes mapped_bytes_ = 0;
 };
 
