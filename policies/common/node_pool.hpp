@@ -33,7 +33,7 @@ class NodePoolAllocator {
   NodePoolAllocator(const NodePoolAllocator<U>& /*other*/) noexcept {}  // NOLINT(google-explicit-constructor)
 
   T* allocate(std::size_t n) {
-    if (n == 1) {
+    if (n == 1 && !pool_closed()) {
       FreeList& list = free_list();
       if (list.head != nullptr) {
         FreeNode* node = list.head;
@@ -45,7 +45,7 @@ class NodePoolAllocator {
   }
 
   void deallocate(T* p, std::size_t n) noexcept {
-    if (n != 1) {
+    if (n != 1 || pool_closed()) {  // (closed: a container outliving the thread's pool)
       std::allocator<T>{}.deallocate(p, n);
       return;
     }
@@ -67,6 +67,7 @@ class NodePoolAllocator {
     FreeList(const FreeList&) = delete;
     FreeList& operator=(const FreeList&) = delete;
     ~FreeList() {
+      pool_closed() = true;
       while (head != nullptr) {
         FreeNode* node = head;
         head = node->next;
@@ -77,6 +78,12 @@ class NodePoolAllocator {
   static FreeList& free_list() {
     thread_local FreeList list;
     return list;
+  }
+  // Set when the thread's free list is destroyed (at thread exit); a plain bool, so it stays
+  // readable after that: nodes freed later go straight back to std::allocator.
+  static bool& pool_closed() {
+    thread_local bool closed = false;
+    return closed;
   }
 };
 
