@@ -210,8 +210,7 @@ class BestFitPolicy final : public kit::RetryingPolicy {
   // the replay path (segments() sorts, so iteration order never shows).
   // seeded: an adopted start state names addresses; pooled nodes (common/node_pool.hpp): one is
   // made and dropped per block.
-  std::unordered_map<Addr, Bytes, SeededHash, std::equal_to<Addr>, NodePoolAllocator<std::pair<const Addr, Bytes>>>
-      live_;
+  std::unordered_map<Addr, Bytes, SeededHash, std::equal_to<>, NodePoolAllocator<std::pair<const Addr, Bytes>>> live_;
   Bytes allocated_ = 0;
   std::uint64_t growths_ = 0;
   Bytes released_bytes_ = 0;

@@ -59,7 +59,11 @@ class NodePoolAllocator {
   struct FreeNode {
     FreeNode* next;
   };
-  static_assert(sizeof(T) >= sizeof(FreeNode) && alignof(T) >= alignof(FreeNode), "a node must hold a link");
+  // A free node holds the link to the next one in its own bytes.
+  // (T may be a pointer: the hash buckets' allocator, which never pools.)
+  // NOLINTNEXTLINE(bugprone-sizeof-expression)
+  static_assert(sizeof(T) >= sizeof(void*), "a node must hold a link");
+  static_assert(alignof(T) >= alignof(void*), "a node must be aligned for a link");
 
   struct FreeList {
     FreeNode* head = nullptr;

@@ -55,7 +55,7 @@ TEST(NodePool, AFreedNodeIsTheNextOneHandedOut) {
 
 TEST(NodePool, UnorderedMapWithPooledNodesMatchesTheReference) {
   Rng rng(11);
-  std::unordered_map<std::uint64_t, int, std::hash<std::uint64_t>, std::equal_to<std::uint64_t>,
+  std::unordered_map<std::uint64_t, int, std::hash<std::uint64_t>, std::equal_to<>,
                      NodePoolAllocator<std::pair<const std::uint64_t, int>>>
       pooled;
   std::map<std::uint64_t, int> ref;
