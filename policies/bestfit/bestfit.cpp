@@ -34,11 +34,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 
 #include "common/free_ranges.hpp"
 #include "common/mapped_pages.hpp"
+#include "common/node_pool.hpp"
 #include "fraglab/policy_kit.hpp"
 #include "fraglab/seeded_hash.hpp"
 
@@ -206,7 +208,9 @@ class BestFitPolicy final : public kit::RetryingPolicy {
   MappedPages mapped_;
   // Live blocks by address, for segments(); hashed because only lookups by address happen on
   // the replay path (segments() sorts, so iteration order never shows).
-  std::unordered_map<Addr, Bytes, SeededHash> live_;  // seeded: an adopted start state names addresses
+  // seeded: an adopted start state names addresses; pooled nodes (common/node_pool.hpp): one is
+  // made and dropped per block.
+  std::unordered_map<Addr, Bytes, SeededHash, std::equal_to<>, NodePoolAllocator<std::pair<const Addr, Bytes>>> live_;
   Bytes allocated_ = 0;
   std::uint64_t growths_ = 0;
   Bytes released_bytes_ = 0;

@@ -2,9 +2,10 @@
 // mapped behind them, and the device calls (map / unmap) that change that. Shared by the policies
 // that grow one virtual arena page by page (bestfit, cuda_async).
 //
-// Kept as an interval map of mapped runs, not one bit per page: an 80 GiB arena is 40k pages of
-// 2 MiB and a replay must stay above a million events a second, so every query costs one tree
-// lookup plus one step per run it touches, never a scan over pages.
+// Kept as a sorted array of mapped runs, not one bit per page: an 80 GiB arena is 40k pages of
+// 2 MiB and a replay must stay above a million events a second, so every query costs one binary
+// search plus one step per run it touches, never a scan over pages. An arena has few runs (its
+// mapped pages are mostly contiguous), so a flat array beats a tree map: no node allocations.
 //
 // Invariants:
 //  - runs_ holds disjoint, non-adjacent runs [start, end) of whole pages (adjacent runs merge,
@@ -17,7 +18,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,7 +36,13 @@ class MappedPages {
   // unmapped gap, lowest address first. When the device refuses one, the gaps this call mapped
   // are unmapped again (the arena is left exactly as it was) and the answer is false.
   bool map_missing(Addr lo, Addr hi) {
-    std::vector<std::pair<Addr, Addr>> gaps = unmapped_within(lo, hi);
+    // The common case, a block placed in pages that are already mapped: one search, no gaps.
+    if (lo >= hi) return true;
+    if (auto holder = first_starting_after(lo); holder != runs_.begin() && std::prev(holder)->second >= hi) {
+      return true;
+    }
+    std::vector<std::pair<Addr, Addr>>& gaps = gaps_;  // reused: no allocation per call
+    unmapped_within(lo, hi, gaps);
     for (std::size_t i = 0; i < gaps.size(); ++i) {
       const auto [gap_lo, gap_hi] = gaps[i];
       if (!device_.map(gap_lo, gap_hi - gap_lo)) {
@@ -51,8 +57,9 @@ class MappedPages {
   // Unmaps every mapped page of [lo, hi) (page aligned): one device unmap per mapped piece.
   // Returns the bytes unmapped.
   Bytes unmap_within(Addr lo, Addr hi) {
-    std::vector<std::pair<Addr, Addr>> pieces;
-    auto it = runs_.upper_bound(lo);
+    std::vector<std::pair<Addr, Addr>>& pieces = pieces_;  // reused: no allocation per call
+    pieces.clear();
+    auto it = first_starting_after(lo);
     if (it != runs_.begin() && std::prev(it)->second > lo) --it;
     for (; it != runs_.end() && it->first < hi; ++it) {
       pieces.emplace_back(std::max(it->first, lo), std::min(it->second, hi));
@@ -72,7 +79,7 @@ class MappedPages {
   Bytes unmap_from_top(Addr lo, Addr hi, Bytes budget, Bytes page) {
     Bytes released = 0;
     while (released < budget) {
-      auto it = runs_.lower_bound(hi);  // first run starting at or after hi
+      auto it = first_starting_at_or_after(hi);
       if (it == runs_.begin()) break;
       --it;
       if (it->second <= lo) break;
@@ -91,7 +98,7 @@ class MappedPages {
   // Mapped bytes inside [lo, hi) (for statistics).
   Bytes mapped_within(Addr lo, Addr hi) const {
     Bytes bytes = 0;
-    auto it = runs_.upper_bound(lo);
+    auto it = first_starting_after(lo);
     if (it != runs_.begin() && std::prev(it)->second > lo) --it;
     for (; it != runs_.end() && it->first < hi; ++it) bytes += std::min(it->second, hi) - std::max(it->first, lo);
     return bytes;
@@ -121,15 +128,15 @@ class MappedPages {
   }
 
   Bytes mapped_bytes() const { return mapped_bytes_; }
-  const std::map<Addr, Addr>& runs() const { return runs_; }
+  // The mapped runs [start, end) in address order.
+  const std::vector<std::pair<Addr, Addr>>& runs() const { return runs_; }
 
  private:
-  // The unmapped gaps of [lo, hi), in address order. The common case (a block placed in pages
-  // that are already mapped) costs one lookup and returns nothing.
-  std::vector<std::pair<Addr, Addr>> unmapped_within(Addr lo, Addr hi) const {
-    std::vector<std::pair<Addr, Addr>> gaps;
+  // Sets `gaps` to the unmapped gaps of [lo, hi), in address order.
+  void unmapped_within(Addr lo, Addr hi, std::vector<std::pair<Addr, Addr>>& gaps) const {
+    gaps.clear();
     Addr at = lo;
-    auto next = runs_.upper_bound(lo);  // first run starting after lo
+    auto next = first_starting_after(lo);
     if (next != runs_.begin() && std::prev(next)->second > lo) at = std::prev(next)->second;
     while (at < hi) {
       const Addr gap_end = next != runs_.end() ? std::min(next->first, hi) : hi;
@@ -138,35 +145,61 @@ class MappedPages {
       at = next->second;
       ++next;
     }
-    return gaps;
   }
 
+  using Runs = std::vector<std::pair<Addr, Addr>>;
+
+  Runs::iterator first_starting_at_or_after(Addr addr) {
+    return std::lower_bound(runs_.begin(), runs_.end(), addr, [](const auto& run, Addr a) { return run.first < a; });
+  }
+  Runs::iterator first_starting_after(Addr addr) {
+    return std::upper_bound(runs_.begin(), runs_.end(), addr, [](Addr a, const auto& run) { return a < run.first; });
+  }
+  Runs::const_iterator first_starting_after(Addr addr) const {
+    return std::upper_bound(runs_.begin(), runs_.end(), addr, [](Addr a, const auto& run) { return a < run.first; });
+  }
+
+  // Adds the run [lo, hi) (unmapped before), merged with the runs it touches.
   void add_run(Addr lo, Addr hi) {
     mapped_bytes_ += hi - lo;
-    auto next = runs_.lower_bound(lo);
-    if (next != runs_.begin() && std::prev(next)->second == lo) {
-      lo = std::prev(next)->first;
-      runs_.erase(std::prev(next));
-    }
-    if (next != runs_.end() && next->first == hi) {
-      hi = next->second;
+    auto next = first_starting_at_or_after(lo);
+    const bool merge_prev = next != runs_.begin() && std::prev(next)->second == lo;
+    const bool merge_next = next != runs_.end() && next->first == hi;
+    if (merge_prev && merge_next) {
+      std::prev(next)->second = next->second;
       runs_.erase(next);
+    } else if (merge_prev) {
+      std::prev(next)->second = hi;
+    } else if (merge_next) {
+      next->first = lo;
+    } else {
+      runs_.insert(next, {lo, hi});
     }
-    runs_.emplace(lo, hi);
   }
 
+  // Removes [lo, hi), which lies inside one run.
   void remove_piece(Addr lo, Addr hi) {
-    auto it = std::prev(runs_.upper_bound(lo));  // the run holding the piece
+    auto it = std::prev(first_starting_after(lo));  // the run holding the piece
     const Addr run_lo = it->first;
     const Addr run_hi = it->second;
-    runs_.erase(it);
-    if (run_lo < lo) runs_.emplace(run_lo, lo);
-    if (hi < run_hi) runs_.emplace(hi, run_hi);
     mapped_bytes_ -= hi - lo;
+    if (run_lo < lo && hi < run_hi) {
+      it->second = lo;
+      runs_.insert(std::next(it), {hi, run_hi});
+    } else if (run_lo < lo) {
+      it->second = lo;
+    } else if (hi < run_hi) {
+      it->first = hi;
+    } else {
+      runs_.erase(it);
+    }
   }
 
   Device& device_;
-  std::map<Addr, Addr> runs_;  // start -> end
+  Runs runs_;  // [start, end), sorted by start
+  // Scratch for map_missing and unmap_within (distinct: a failed map_missing unmaps).
+  std::vector<std::pair<Addr, Addr>> gaps_;
+  std::vector<std::pair<Addr, Addr>> pieces_;
   Bytes mapped_bytes_ = 0;
 };
 

@@ -315,8 +315,8 @@ class CudaAsyncPolicy final : public kit::RetryingPolicy {
     Bytes released = 0;
     const auto& ranges = space_.all().by_address();
     for (auto it = ranges.rbegin(); it != ranges.rend() && released < budget; ++it) {
-      const Addr lo = align_up(it->first, page_);
-      const Addr hi = align_down(it->first + it->second, page_);
+      const Addr lo = align_up(it->addr, page_);
+      const Addr hi = align_down(it->end(), page_);
       if (lo < hi) released += pages_.unmap_from_top(lo, hi, budget - released, page_);
     }
     trimmed_bytes_ += released;

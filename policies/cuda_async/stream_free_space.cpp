@@ -13,39 +13,14 @@ namespace {
 
 // True when a range of `set` overlaps [lo, hi).
 bool overlaps(const FreeRanges& set, Addr lo, Addr hi) {
-  const auto& ranges = set.by_address();
-  auto it = ranges.lower_bound(hi);
-  if (it == ranges.begin()) return false;
-  --it;
-  return it->first + it->second > lo;
-}
-
-// Removes whatever part of [lo, hi) `set` holds. True when it held some. One lookup when it
-// holds none (the common case); one more per piece removed.
-bool erase_overlap(FreeRanges& set, Addr lo, Addr hi) {
-  bool removed = false;
-  while (!set.empty()) {
-    const auto& ranges = set.by_address();
-    auto it = ranges.lower_bound(hi);  // the last range starting below hi is the one before
-    if (it == ranges.begin()) break;
-    --it;
-    const Addr end = it->first + it->second;
-    if (end <= lo) break;
-    const Addr piece_lo = std::max(it->first, lo);
-    set.erase(piece_lo, std::min(end, hi) - piece_lo);
-    removed = true;
-    hi = piece_lo;  // pieces further down, if any, end at or below this one's start
-  }
-  return removed;
+  const FreeRanges::Range* last = set.last_starting_below(hi);
+  return last != nullptr && last->end() > lo;
 }
 
 // The end of the last range of `set` that ends after `floor` and at or before `top`, or `floor`.
 Addr last_end_below(const FreeRanges& set, Addr floor, Addr top) {
-  const auto& ranges = set.by_address();
-  auto it = ranges.lower_bound(top);
-  if (it == ranges.begin()) return floor;
-  --it;
-  return std::max(floor, it->first + it->second);
+  const FreeRanges::Range* last = set.last_starting_below(top);
+  return last == nullptr ? floor : std::max(floor, last->end());
 }
 
 }  // namespace
@@ -59,7 +34,7 @@ FreeRanges& StreamFreeSpace::pending_of(StreamId stream) {
       return pending_[i].ranges;
     }
   }
-  pending_.push_back({stream, {}});
+  pending_.push_back({stream, FreeRanges(FreeRanges::SizeIndex::None)});
   last_pending_ = pending_.size() - 1;
   return pending_.back().ranges;
 }
@@ -82,10 +57,10 @@ void StreamFreeSpace::add_awaiting_sync(Addr addr, Bytes size) {
 void StreamFreeSpace::synchronize() {
   for (Pending& p : pending_) {
     for (const auto& [addr, size] : p.ranges.by_address()) shared_.insert(addr, size);
-    p.ranges = FreeRanges{};
+    p.ranges.clear();
   }
   for (const auto& [addr, size] : awaiting_.by_address()) shared_.insert(addr, size);
-  awaiting_ = FreeRanges{};
+  awaiting_.clear();
 }
 
 bool StreamFreeSpace::others_restricted(StreamId stream) const {
@@ -134,10 +109,9 @@ std::optional<StreamFreeSpace::Fit> StreamFreeSpace::best_fit_any(Bytes size) co
 
 Addr StreamFreeSpace::growth_start(Addr top, StreamId stream) const {
   if (all_.empty()) return top;
-  const auto& ranges = all_.by_address();
-  const auto& tail = *std::prev(ranges.end());
-  if (tail.first + tail.second != top) return top;
-  Addr start = tail.first;
+  const FreeRanges::Range& tail = all_.by_address().back();
+  if (tail.end() != top) return top;
+  Addr start = tail.addr;
   start = last_end_below(awaiting_, start, top);
   for (const Pending& p : pending_) {
     if (p.stream != stream) start = last_end_below(p.ranges, start, top);
@@ -156,10 +130,10 @@ bool StreamFreeSpace::take(Addr addr, Bytes size, StreamId stream, Source source
     pending_of(stream).erase(addr, size);
     return false;
   }
-  erase_overlap(shared_, addr, end);
-  bool waited = erase_overlap(awaiting_, addr, end);
+  shared_.erase_within(addr, end);
+  bool waited = awaiting_.erase_within(addr, end);
   for (Pending& p : pending_) {
-    if (erase_overlap(p.ranges, addr, end) && p.stream != stream) waited = true;
+    if (p.ranges.erase_within(addr, end) && p.stream != stream) waited = true;
   }
   return waited;
 }

@@ -88,7 +88,8 @@ class StreamFreeSpace {
 
   FreeRanges all_;
   FreeRanges shared_;
-  FreeRanges awaiting_;
+  // Never searched by size: no size index to keep up to date (pending sets: pending_of).
+  FreeRanges awaiting_{FreeRanges::SizeIndex::None};
   std::vector<Pending> pending_;  // one entry per stream that ever freed, in first-free order
   std::size_t last_pending_ = 0;  // cache: frees come in long runs on one stream
 };

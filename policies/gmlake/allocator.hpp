@@ -78,6 +78,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/node_pool.hpp"
 #include "fraglab/device.hpp"
 #include "fraglab/policy_kit.hpp"
 #include "gmlake/options.hpp"
@@ -231,14 +232,15 @@ class Allocator {
   std::vector<Id> spare_pblocks_;
   std::vector<Segment> segments_;
   std::vector<Id> spare_segments_;
-  std::map<Addr, Id> pblock_at_;  // every live pBlock by address
-  std::set<SizeKey> free_pblocks_;
+  // Pooled nodes (common/node_pool.hpp): these trees change on nearly every large request.
+  PooledMap<Addr, Id> pblock_at_;  // every live pBlock by address
+  PooledSet<SizeKey> free_pblocks_;
 
   std::vector<SBlock> sblocks_;
   std::vector<Id> spare_sblocks_;
-  std::set<SizeKey> clean_sblocks_;                               // reusable, best fit
-  std::set<std::pair<std::uint64_t, Id>> clean_by_release_;       // GC order
-  std::set<std::pair<std::uint64_t, Id>> fragmented_by_release_;  // GC order
+  PooledSet<SizeKey> clean_sblocks_;                               // reusable, best fit
+  PooledSet<std::pair<std::uint64_t, Id>> clean_by_release_;       // GC order
+  PooledSet<std::pair<std::uint64_t, Id>> fragmented_by_release_;  // GC order
 
   // Large blocks whose free was requested, not completed: (kind, id, serial); stale entries are
   // skipped.

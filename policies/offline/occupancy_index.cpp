@@ -196,7 +196,16 @@ std::span<const OffsetRun> OccupancyIndex::unite_parts() {
     if (buffer.size() < total) buffer.resize(2 * total);  // only ever grows: no filling per query
   }
   // Pairwise, into the two buffers in turn: the sets overlap heavily, so the union so far stays
-  // about the size of the answer (a k-way heap merge costs more on a handful of sets).
+  // about the size of the answer (a k-way heap merge costs more on a handful of sets). Smallest
+  // first, so that a large set (a cover of long-lived buffers) is copied once, at the end, and
+  // not once per smaller set after it; the union is the same in any order (a sorted set of
+  // disjoint, non-touching runs is unique). An insertion sort: a query has a handful of parts.
+  for (std::size_t k = 1; k < parts_.size(); ++k) {
+    const RunSet part = parts_[k];
+    std::size_t at = k;
+    for (; at > 0 && parts_[at - 1].size > part.size; --at) parts_[at] = parts_[at - 1];
+    parts_[at] = part;
+  }
   std::span<const OffsetRun> united = sets_.runs(parts_[0]);
   for (std::size_t k = 1; k < parts_.size(); ++k) {
     OffsetRun* const out = scratch_[k % 2].data();
