@@ -76,9 +76,6 @@ class ReadAhead {
     changed_.notify_all();
     return true;
   }
-  // After next() gave false: the parsing thread has finished with the stream.
-  TraceStream& stream() { return stream_; }
-
  private:
   static constexpr std::size_t kDepth = 3;  // windows parsed ahead
 
