@@ -76,6 +76,7 @@ class ReadAhead {
     changed_.notify_all();
     return true;
   }
+
  private:
   static constexpr std::size_t kDepth = 3;  // windows parsed ahead
 
