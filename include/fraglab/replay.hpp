@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -134,16 +136,35 @@ struct ReplayResult {
 class Replayer {
  public:
   Replayer(const Trace& trace, Policy& policy, Device& device, ReplayOptions options = {});
+  ~Replayer();
+  Replayer(const Replayer&) = delete;
+  Replayer& operator=(const Replayer&) = delete;
   void add_observer(ReplayObserver* observer) { observers_.push_back(observer); }
   // Rebuilds the initial state, replays every event, returns the metrics. Call once.
   ReplayResult run(std::string policy_spec);
 
+  // The same run with the events given in pieces (a trace streamed from its file,
+  // fraglab/trace_stream.hpp): start(), feed() with each piece in order, finish(). `trace` (given
+  // to the constructor) is then the header alone: its initial state and strings, no events; a
+  // mark's strings must be in it by the time the mark is fed. Policy::prepare and the observers'
+  // on_start see that header, so only policies that need no events before the replay may be
+  // streamed. The result is the one run() gives for the whole trace.
+  void start(std::string policy_spec);
+  void feed(std::span<const Event> events);
+  ReplayResult finish();
+
  private:
+  struct Run;
+  void begin(std::string policy_spec, bool streamed);
+
   const Trace& trace_;
   Policy& policy_;
   Device& device_;
   ReplayOptions options_;
   std::vector<ReplayObserver*> observers_;
+  std::unique_ptr<Run> run_;
+  std::uint64_t device_allocs_at_start_ = 0;
+  std::uint64_t device_frees_at_start_ = 0;
 };
 
 }  // namespace fraglab

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fraglab/replay.hpp"
@@ -28,6 +29,11 @@ struct ReportOptions {
 // {"trace": {...}, "device": {...}, "runs": [...]} with the stable keys of README "Metrics".
 nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
                             const std::vector<ReplayResult>& runs, const ReportOptions& options = {});
+// The same for a trace whose events are not held (streamed, fraglab/trace_stream.hpp): `trace` is
+// its header, and `request_hash` what request_hash() gives for the whole trace (RequestHasher).
+nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, std::string_view request_hash,
+                            const DeviceDescription& device, const std::vector<ReplayResult>& runs,
+                            const ReportOptions& options = {});
 nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options = {});
 // The "device" object of the results JSON: kind, capacity_bytes, external_bytes, capacity_source.
 nlohmann::json device_json(const DeviceDescription& device);

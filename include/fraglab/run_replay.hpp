@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +64,30 @@ class PolicyOnDevice {
   DeviceSpec device_spec_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<Policy> policy_;
+};
+
+// PolicyOnDevice::run for a trace whose events come in pieces (a trace streamed from its file,
+// fraglab/trace_stream.hpp; Replayer::start/feed/finish): the same observers and the same result.
+// `header` is the trace without its events (see Replayer::start for what that allows). When the
+// anatomy was asked for and AnatomyAtPeak gave up, needs_anatomy_pass() is true and the result has
+// none: stream the trace again through a StreamedReplay with `anatomy_at` = the peak event
+// (Metrics::peak_reserved_event), as run() replays it again.
+class StreamedReplay {
+ public:
+  StreamedReplay(std::string_view policy_spec, const DeviceSpec& device, const Trace& header,
+                 const ReplayOptions& options = {}, const ReplayObservers& observers = {},
+                 std::optional<std::int64_t> anatomy_at = std::nullopt);
+  ~StreamedReplay();
+  StreamedReplay(const StreamedReplay&) = delete;
+  StreamedReplay& operator=(const StreamedReplay&) = delete;
+
+  void feed(std::span<const Event> events);
+  ReplayResult finish();
+  bool needs_anatomy_pass() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // One replay of `trace` under `policy_spec` on a fresh device described by `device`. Throws

@@ -23,7 +23,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace.hpp"
 
 namespace fraglab {
@@ -36,6 +39,34 @@ struct TraceIdentity {
 };
 
 std::string request_hash(const Trace& trace);
+
+// The same hash fed one piece at a time (a trace streamed from its file, fraglab/trace_stream.hpp):
+// the initial allocations in order, then every event in order; value() is what request_hash()
+// gives for the whole trace.
+class RequestHasher {
+ public:
+  RequestHasher();
+  void initial(const InitialAllocation& allocation);
+  void add(const Event& event);
+  std::string value() const;
+
+ private:
+  void byte(std::uint8_t b) {  // FNV-1a 64
+    state_ ^= b;
+    state_ *= 0x100000001b3ull;
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) byte(static_cast<std::uint8_t>(v >> (8 * i)));  // little-endian
+  }
+  void text(std::string_view s) {
+    for (char c : s) byte(static_cast<std::uint8_t>(c));
+  }
+  std::uint64_t ordinal(std::uint64_t id, bool release);
+
+  std::uint64_t state_ = 0xcbf29ce484222325ull;
+  std::unordered_map<std::uint64_t, std::uint64_t, SeededHash> ordinal_of_;  // live id -> ordinal
+  std::uint64_t next_ = 0;
+};
 TraceIdentity trace_identity(const Trace& trace);
 // "NAME (N events, requests fnv1a64:...)" for messages.
 std::string describe(const TraceIdentity& identity);

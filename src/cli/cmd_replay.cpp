@@ -9,6 +9,7 @@
 #include "cli/common.hpp"
 #include "cli/device_choice.hpp"
 #include "cli/replay_progress.hpp"
+#include "cli/streamed_replay.hpp"
 #include "fraglab/policy.hpp"
 #include "fraglab/run_replay.hpp"
 #include "fraglab/snapshot_export.hpp"
@@ -86,24 +87,48 @@ int cmd_replay(int argc, char** argv) {
   const bool timeline_anatomy = vm.count("timeline-anatomy") > 0;
   if (timeline_anatomy && timeline_path.empty()) throw InputError("--timeline-anatomy: expected --timeline FILE too");
   const TraceReadOptions read_options{.device_index = device_index, .frames = frames_option(vm, frames, 0)};
-  const Trace trace = load_trace(trace_path, read_options);
-  const TraceSummary summary = summarize(trace);
-  if (exporting && !trace.events.empty() && trace.events.front().device > SnapshotRecorder::kMaxDevice)
-    throw InputError(
-        fmt::format("{}: device {} is beyond {} (--export-snapshot writes a trace list for every device "
-                    "up to the trace's; expected a CUDA device index)",
-                    trace_path, trace.events.front().device, SnapshotRecorder::kMaxDevice));
-  std::vector<std::string> skipped;
-  if (default_policies) specs = default_policy_specs(trace, skipped);
-  const DeviceChoice device = choose_device(device_option, trace);
-  warn_capacity_options(device, specs);
-
   ReportOptions report;
   report.include_stats = vm.count("stats") > 0;
   report.include_timing = vm.count("timing") > 0;
   ReplayOptions replay;
   replay.stop_on_oom = vm.count("stop-on-oom") > 0;
-  replay.start_state = choose_start_state(start_option, trace, specs);
+
+  // A JSONL trace is streamed into the replays when nothing asked for needs it whole
+  // (streamed_replay.hpp); otherwise, or when the file turns out to need it, it is read whole.
+  std::optional<StreamedReplayRun> streamed;
+  if (!exporting && timeline_path.empty() && read_options.frames == 0) {
+    StreamedReplayOptions how{device_option, start_option, replay, vm.count("check-invariants") > 0,
+                              !json_path.empty()};
+    streamed = replay_streamed(trace_path, specs, how);
+  }
+  Trace loaded;
+  TraceSummary summary;
+  std::vector<std::string> skipped;
+  std::vector<ReplayResult> results;
+  std::optional<DeviceChoice> chosen;
+  if (streamed) {
+    loaded = std::move(streamed->header);
+    summary = streamed->summary;
+    chosen = streamed->device;
+    replay.start_state = streamed->start_state;
+    results = std::move(streamed->results);
+  } else {
+    loaded = load_trace(trace_path, read_options);
+    summary = summarize(loaded);
+  }
+  const Trace& trace = loaded;
+  if (!streamed) {
+    if (exporting && !trace.events.empty() && trace.events.front().device > SnapshotRecorder::kMaxDevice)
+      throw InputError(
+          fmt::format("{}: device {} is beyond {} (--export-snapshot writes a trace list for every device "
+                      "up to the trace's; expected a CUDA device index)",
+                      trace_path, trace.events.front().device, SnapshotRecorder::kMaxDevice));
+    if (default_policies) specs = default_policy_specs(trace, skipped);
+    chosen = choose_device(device_option, trace);
+    warn_capacity_options(*chosen, specs);
+    replay.start_state = choose_start_state(start_option, trace, specs);
+  }
+  const DeviceChoice& device = *chosen;
 
   std::ofstream timeline;
   if (!timeline_path.empty()) {
@@ -111,8 +136,7 @@ int cmd_replay(int argc, char** argv) {
     if (!timeline) throw InputError(fmt::format("{}: cannot open for writing", timeline_path));
     TimelineWriter::write_header(timeline, timeline_anatomy);
   }
-  std::vector<ReplayResult> results;
-  for (const std::string& spec : specs) {
+  for (const std::string& spec : streamed ? std::vector<std::string>{} : specs) {
     std::unique_ptr<TimelineWriter> writer;
     if (timeline.is_open()) writer = std::make_unique<TimelineWriter>(timeline, spec, timeline_every, timeline_anatomy);
     ReplayObservers observers;
@@ -139,7 +163,10 @@ int cmd_replay(int argc, char** argv) {
 
   const bool json_to_stdout = json_path == "-";
   if (!json_path.empty()) {
-    write_output(json_path, results_json(trace, summary, device_description(device), results, report).dump(2) + "\n");
+    const nlohmann::json j =
+        streamed ? results_json(trace, summary, streamed->request_hash, device_description(device), results, report)
+                 : results_json(trace, summary, device_description(device), results, report);
+    write_output(json_path, j.dump(2) + "\n");
   }
   if (!json_to_stdout) {
     std::cout << fmt::format("trace {}: {} events, {} allocs; device {}{}\n", trace.name, summary.events,

@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <memory>
 #include <unordered_map>
 
 namespace fraglab {
@@ -26,10 +28,15 @@ struct LiveAllocation {
 };
 
 // Live allocations by id: a flat vector when ids are dense (traces we write, snapshots), a hash
-// map otherwise (hand-written traces may use any u64).
+// map otherwise (hand-written traces may use any u64). A streamed replay (Replayer::start) does not
+// know its ids in advance: it keeps them in pages of a paged table while they are dense (an id
+// below twice the events seen so far), dropping each page once nothing in it is live, so it holds
+// about what is live; other ids go to the hash map. Where an id is kept changes no result.
 class LiveTable {
  public:
-  LiveTable(const Trace& trace) {
+  struct Paged {};
+  explicit LiveTable(Paged) : paged_(true) {}
+  explicit LiveTable(const Trace& trace) {
     AllocId max_id = 0;
     for (const InitialAllocation& a : trace.initial.allocations) max_id = std::max(max_id, a.id);
     for (const Event& e : trace.events) {
@@ -39,21 +46,59 @@ class LiveTable {
     dense_ = max_id < dense_limit;
     if (dense_) slots_.resize(max_id + 1);
   }
-  LiveAllocation& operator[](AllocId id) { return dense_ ? slots_[id] : sparse_[id]; }
+  LiveAllocation& operator[](AllocId id) {
+    if (dense_) return slots_[id];
+    if (paged_) return paged_slot(id);
+    return sparse_[id];
+  }
   LiveAllocation* find(AllocId id) {
     if (dense_) return id < slots_.size() && slots_[id].in_use ? &slots_[id] : nullptr;
+    if (paged_ && (id >> kPageBits) < pages_.size()) {
+      Page* page = pages_[id >> kPageBits].get();
+      if (page != nullptr && page->slots[id & kPageMask].in_use) return &page->slots[id & kPageMask];
+    }
     auto it = sparse_.find(id);
     return it == sparse_.end() ? nullptr : &it->second;
   }
   void erase(AllocId id) {
-    if (dense_)
+    if (dense_) {
       slots_[id] = LiveAllocation{};
-    else
-      sparse_.erase(id);
+      return;
+    }
+    if (paged_ && (id >> kPageBits) < pages_.size()) {
+      std::unique_ptr<Page>& page = pages_[id >> kPageBits];
+      if (page != nullptr && page->slots[id & kPageMask].in_use) {
+        page->slots[id & kPageMask] = LiveAllocation{};
+        if (--page->live == 0) page.reset();
+        return;
+      }
+    }
+    sparse_.erase(id);
   }
+  // Paged: the events seen so far, which bound the ids kept in pages.
+  void seen(std::uint64_t events) { dense_bound_ = 2 * events + 1024; }
 
  private:
+  static constexpr unsigned kPageBits = 12;
+  static constexpr AllocId kPageMask = (AllocId{1} << kPageBits) - 1;
+  struct Page {
+    std::array<LiveAllocation, std::size_t{1} << kPageBits> slots{};
+    std::uint32_t live = 0;  // slots in use
+  };
+  LiveAllocation& paged_slot(AllocId id) {
+    if (id >= dense_bound_) return sparse_[id];
+    const std::size_t p = static_cast<std::size_t>(id >> kPageBits);
+    if (p >= pages_.size()) pages_.resize(p + 1);
+    if (pages_[p] == nullptr) pages_[p] = std::make_unique<Page>();
+    LiveAllocation& slot = pages_[p]->slots[id & kPageMask];
+    if (!slot.in_use) ++pages_[p]->live;  // the caller marks it in use
+    return slot;
+  }
+
   bool dense_ = false;
+  bool paged_ = false;
+  std::uint64_t dense_bound_ = 1024;
+  std::vector<std::unique_ptr<Page>> pages_;
   std::vector<LiveAllocation> slots_;
   std::unordered_map<AllocId, LiveAllocation, SeededHash> sparse_;  // seeded: ids come from the trace
 };
@@ -65,18 +110,43 @@ std::string_view start_state_name(StartState s) { return s == StartState::Cold ?
 Replayer::Replayer(const Trace& trace, Policy& policy, Device& device, ReplayOptions options)
     : trace_(trace), policy_(policy), device_(device), options_(options) {}
 
-ReplayResult Replayer::run(std::string policy_spec) {
-  const auto started = std::chrono::steady_clock::now();
+// The state of one run between start() and finish().
+struct Replayer::Run {
+  explicit Run(LiveTable table) : live(std::move(table)) {}
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   ReplayResult result;
+  LiveTable live;
+  Bytes requested = 0;
+  Bytes allocated = 0;
+  Bytes held = 0;
+  Bytes best_reserved = 0;    // the highest reserved seen after an event
+  Bytes lowest_reserved = 0;  // the least reserved seen so far
+  std::uint64_t index = 0;    // events replayed so far
+  bool stopped = false;       // stop_on_oom ended the run
+};
+
+Replayer::~Replayer() = default;
+
+ReplayResult Replayer::run(std::string policy_spec) {
+  begin(std::move(policy_spec), false);
+  feed(trace_.events);
+  return finish();
+}
+
+void Replayer::start(std::string policy_spec) { begin(std::move(policy_spec), true); }
+
+void Replayer::begin(std::string policy_spec, bool streamed) {
+  run_ = streamed ? std::make_unique<Run>(LiveTable(LiveTable::Paged{})) : std::make_unique<Run>(LiveTable(trace_));
+  ReplayResult& result = run_->result;
   result.policy = std::move(policy_spec);
   Metrics& m = result.metrics;
 
   policy_.prepare(trace_);
 
-  LiveTable live(trace_);
-  Bytes requested = 0;
-  Bytes allocated = 0;
-  Bytes held = 0;
+  LiveTable& live = run_->live;
+  Bytes& requested = run_->requested;
+  Bytes& allocated = run_->allocated;
+  Bytes& held = run_->held;
   result.start_state = options_.start_state;
   const std::vector<std::optional<Block>> initial_blocks = options_.start_state == StartState::Cold
                                                                ? policy_.allocate_initial(trace_.initial)
@@ -98,21 +168,35 @@ ReplayResult Replayer::run(std::string policy_spec) {
     held += slot.block.size;
     if (!a.free_requested) allocated += slot.block.size;
   }
-  const std::uint64_t device_allocs_at_start = device_.device_allocs();
-  const std::uint64_t device_frees_at_start = device_.device_frees();
+  device_allocs_at_start_ = device_.device_allocs();
+  device_frees_at_start_ = device_.device_frees();
   m.reserved_at_start = device_.reserved();
   m.peak_requested = requested;
   m.peak_allocated = allocated;
-  Bytes best_reserved = device_.reserved();  // the highest reserved seen after an event
-  Bytes lowest_reserved = best_reserved;     // the least reserved seen so far
-  m.lowest_reserved_before_peak = lowest_reserved;
+  run_->best_reserved = device_.reserved();
+  run_->lowest_reserved = run_->best_reserved;
+  m.lowest_reserved_before_peak = run_->lowest_reserved;
   m.allocated_at_peak_reserved = allocated;
   for (ReplayObserver* o : observers_) o->on_start(trace_, policy_);
+}
 
-  std::uint64_t index = 0;
-  const std::uint64_t total = trace_.events.size();
+void Replayer::feed(std::span<const Event> events) {
+  if (run_->stopped) return;
+  ReplayResult& result = run_->result;
+  Metrics& m = result.metrics;
+  LiveTable& live = run_->live;
+  live.seen(run_->index + events.size());
+  Bytes requested = run_->requested;
+  Bytes allocated = run_->allocated;
+  Bytes held = run_->held;
+  Bytes best_reserved = run_->best_reserved;
+  Bytes lowest_reserved = run_->lowest_reserved;
+  // Event indices count from the first event of the trace, whichever piece this is.
+  const std::uint64_t first = run_->index;
+  std::uint64_t index = first;
+  const std::uint64_t total = first + events.size();
   for (; index < total; ++index) {
-    const Event& e = trace_.events[index];
+    const Event& e = events[index - first];
     const Block* handed_out = nullptr;
     switch (e.op) {
       case Op::Alloc: {
@@ -187,13 +271,26 @@ ReplayResult Replayer::run(std::string policy_spec) {
     }
     if (!result.ooms.empty() && options_.stop_on_oom && e.op == Op::Alloc && handed_out == nullptr) {
       result.stopped_on_oom = true;
+      run_->stopped = true;
       ++index;
       break;
     }
   }
+  run_->index = index;
+  run_->requested = requested;
+  run_->allocated = allocated;
+  run_->held = held;
+  run_->best_reserved = best_reserved;
+  run_->lowest_reserved = lowest_reserved;
+}
+
+ReplayResult Replayer::finish() {
   for (ReplayObserver* o : observers_) o->on_finish();
 
-  result.events_replayed = index;
+  ReplayResult result = std::move(run_->result);
+  Metrics& m = result.metrics;
+  const Bytes best_reserved = run_->best_reserved;
+  result.events_replayed = run_->index;
   m.peak_reserved = device_.peak_reserved();
   m.reserved_at_end = device_.reserved();
   m.fragmentation_at_peak =
@@ -204,11 +301,12 @@ ReplayResult Replayer::run(std::string policy_spec) {
   const PolicyCounters counters = policy_.counters();
   m.num_alloc_retries = counters.num_alloc_retries;
   m.num_ooms = result.ooms.size();
-  m.num_device_alloc = device_.device_allocs() - device_allocs_at_start;
-  m.num_device_free = device_.device_frees() - device_frees_at_start;
+  m.num_device_alloc = device_.device_allocs() - device_allocs_at_start_;
+  m.num_device_free = device_.device_frees() - device_frees_at_start_;
   result.detailed_stats = policy_.detailed_stats();
   result.notes = policy_.notes();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_->started).count();
+  run_.reset();
   return result;
 }
 

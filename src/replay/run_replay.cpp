@@ -1,6 +1,7 @@
 // run_replay and PolicyOnDevice: see fraglab/run_replay.hpp.
 #include "fraglab/run_replay.hpp"
 
+#include <memory>
 #include <optional>
 
 #include "fraglab/anatomy.hpp"
@@ -69,6 +70,51 @@ ReplayResult PolicyOnDevice::run(const Trace& trace, const ReplayOptions& option
   }
   return result;
 }
+
+struct StreamedReplay::Impl {
+  Impl(std::string_view policy_spec, const DeviceSpec& device, const Trace& header, const ReplayOptions& options)
+      : run(policy_spec, device), replayer(header, run.policy(), run.device(), options), spec(policy_spec) {}
+  PolicyOnDevice run;
+  Replayer replayer;
+  std::string spec;
+  std::optional<InvariantChecker> checker;
+  std::optional<ProgressObserver> progress;
+  std::optional<AnatomyAtPeak> anatomy;
+  std::optional<AnatomyAtEvent> at_event;
+};
+
+StreamedReplay::StreamedReplay(std::string_view policy_spec, const DeviceSpec& device, const Trace& header,
+                               const ReplayOptions& options, const ReplayObservers& observers,
+                               std::optional<std::int64_t> anatomy_at)
+    : impl_(std::make_unique<Impl>(policy_spec, device, header, options)) {
+  Impl& s = *impl_;
+  // The observers of PolicyOnDevice::run, in its order.
+  if (observers.timeline != nullptr) s.replayer.add_observer(observers.timeline);
+  for (ReplayObserver* observer : observers.extra) s.replayer.add_observer(observer);
+  if (observers.check_invariants) s.replayer.add_observer(&s.checker.emplace(s.run.device()));
+  if (observers.progress) s.replayer.add_observer(&s.progress.emplace(observers.progress, observers.progress_every));
+  if (observers.anatomy) s.replayer.add_observer(&s.anatomy.emplace(s.run.device()));
+  if (anatomy_at) s.replayer.add_observer(&s.at_event.emplace(s.run.device(), *anatomy_at));
+  s.replayer.start(s.spec);
+}
+
+StreamedReplay::~StreamedReplay() = default;
+
+void StreamedReplay::feed(std::span<const Event> events) { impl_->replayer.feed(events); }
+
+ReplayResult StreamedReplay::finish() {
+  Impl& s = *impl_;
+  ReplayResult result = s.replayer.finish();
+  if (s.anatomy && !s.anatomy->stale()) result.anatomy_at_peak = s.anatomy->anatomy();
+  if (s.at_event) result.anatomy_at_peak = s.at_event->anatomy();
+  if (s.checker) {
+    result.invariant_violations = s.checker->violation_count();
+    result.invariant_messages = s.checker->violations();
+  }
+  return result;
+}
+
+bool StreamedReplay::needs_anatomy_pass() const { return impl_->anatomy && impl_->anatomy->stale(); }
 
 ReplayResult run_replay(const Trace& trace, std::string_view policy_spec, const DeviceSpec& device,
                         const ReplayOptions& options, const ReplayObservers& observers) {

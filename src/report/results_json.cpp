@@ -72,6 +72,12 @@ nlohmann::json device_json(const DeviceDescription& device) {
 
 nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,
                             const std::vector<ReplayResult>& runs, const ReportOptions& options) {
+  return results_json(trace, summary, request_hash(trace), device, runs, options);
+}
+
+nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, std::string_view request_hash,
+                            const DeviceDescription& device, const std::vector<ReplayResult>& runs,
+                            const ReportOptions& options) {
   nlohmann::json j;
   j["trace"] = {{"name", trace.name},
                 {"source", trace.source},
@@ -79,7 +85,7 @@ nlohmann::json results_json(const Trace& trace, const TraceSummary& summary, con
                 {"allocs", summary.allocs},
                 {"peak_requested_bytes", summary.peak_requested},
                 // The trace's identity (with name and events), which `check` compares.
-                {"request_hash", request_hash(trace)}};
+                {"request_hash", std::string(request_hash)}};
   j["device"] = device_json(device);
   // Every run of one command starts the same way; the top level says how (README "What-if answers on a snapshot").
   if (!runs.empty()) j["start_state"] = start_state_name(runs.front().start_state);

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -31,7 +33,9 @@
 #include "fraglab/trace_io.hpp"
 #include "trace/json_text.hpp"
 #include "trace/jsonl_event_line.hpp"
+#include "trace/jsonl_reader.hpp"
 #include "trace/live_allocations.hpp"
+#include "trace/summary_builder.hpp"
 
 namespace fraglab {
 
@@ -48,10 +52,13 @@ class Interner {
 
   std::uint32_t intern(std::string_view s) {
     // A few tags make up almost every lookup: a tiny direct-mapped cache, keyed by length and end
-    // bytes, answers them with one compare instead of hashing the whole string.
+    // bytes, answers them with one compare instead of hashing the whole string. The second byte
+    // too: without it "param", "comm" and "temp" (the generator's tags) shared one slot and
+    // evicted each other, sending a third of all lookups to the hash map.
     std::size_t slot =
         s.empty() ? 0
-                  : (s.size() * 31 + static_cast<unsigned char>(s.front()) * 7 + static_cast<unsigned char>(s.back())) %
+                  : (s.size() * 31 + static_cast<unsigned char>(s.front()) * 7 +
+                     static_cast<unsigned char>(s[s.size() > 1 ? 1 : 0]) * 13 + static_cast<unsigned char>(s.back())) %
                         recent_.size();
     std::uint32_t cached = recent_[slot];
     if (cached != kNoString && strings_[cached] == s) return cached;
@@ -113,23 +120,50 @@ std::string show_token(od::value& v) {
   return std::string(raw);
 }
 
+}  // namespace
+
+namespace detail {
+
 class JsonlReader {
  public:
-  JsonlReader(std::string_view text, std::string_view origin, const ReadProgress& progress)
-      : text_(text), origin_(origin), progress_(progress), interner_(trace_.strings) {}
+  JsonlReader(std::string_view origin, const ReadProgress& progress)
+      : origin_(origin), progress_(progress), interner_(trace_.strings) {}
 
-  Trace read() {
-    std::string_view line;
-    if (!next_line(line)) {
+  // The whole input in one piece.
+  Trace read(std::string_view text) {
+    start_window(text, 0, text.size());
+    if (!read_header_in_window()) {
       line_no_ = 1;  // nothing but blank lines: the header is missing from the first line
       fail("empty input: expected a header line {\"fraglab_trace\": 1, ...}");
     }
-    read_header(line);
     // At most one event per remaining line: counting them (8 bytes a step, ~2% of the parse)
     // sizes the event vector once instead of regrowing and copying it ~20 times on large traces.
     trace_.events.reserve(count_lines(text_.substr(pos_)));
+    read_events_in_window(trace_.events);
+    return std::move(trace_);
+  }
+
+  // ---- pieces of a streamed input (JsonlStream below) -----------------------------------------
+  // Each window is the next bytes of the input, `offset` bytes into it, ending just after a '\n'
+  // or at the input's end (a line is never split between windows); `total` is the input's size.
+  void start_window(std::string_view window, std::uint64_t offset, std::uint64_t total) {
+    text_ = window;
+    offset_ = offset;
+    total_ = total;
+    pos_ = 0;
+  }
+  // Reads the header if the window has a non-blank line; false when it had only blank lines.
+  bool read_header_in_window() {
+    std::string_view line;
+    if (!next_line(line)) return false;
+    read_header(line);
+    return true;
+  }
+  // Appends the window's events to `out` (the lifetime rules checked as they come).
+  void read_events_in_window(std::vector<Event>& out) {
+    std::string_view line;
     while (pos_ < text_.size()) {
-      if (progress_ && (line_no_ & kProgressLines) == 0) progress_(pos_, text_.size());
+      if (progress_ && (line_no_ & kProgressLines) == 0) progress_(offset_ + pos_, total_);
       // Fast path: the strict scanner reads the line in place and finds its end itself, so a
       // well-formed line is touched once.
       EventFields f;
@@ -137,16 +171,21 @@ class JsonlReader {
       if (detail::scan_event_line(text_.substr(pos_), f, length)) {
         ++line_no_;
         pos_ = std::min(pos_ + length + 1, text_.size());
-        make_event(f, trace_.events.emplace_back());
+        make_event(f, out.emplace_back());
         continue;
       }
       if (!next_line(line)) break;  // only blank lines were left
       f = EventFields{};
       read_event_fields(line, f);
-      make_event(f, trace_.events.emplace_back());
+      make_event(f, out.emplace_back());
     }
-    return std::move(trace_);
   }
+  // Keeps TraceSummary figures while reading (SummaryBuilder), for a reader that holds no trace.
+  void keep_summary() { summary_.emplace(); }
+  TraceSummary summary(std::uint64_t events) const { return summary_ ? summary_->finish(events) : TraceSummary{}; }
+  // The trace read so far: its header, strings and (for read()) events.
+  Trace& trace() { return trace_; }
+  bool has_stacks() const { return has_stacks_; }
 
  private:
   [[noreturn]] void fail(std::string_view what) const {
@@ -559,11 +598,25 @@ class JsonlReader {
     }  // else "stack" is an unknown field, ignored as it always was
     if (const char* what = live_.apply(e.op, e.id, e.size))
       fail(fmt::format("{} id {}: {}", op_name(e.op), e.id, what));
+    if (summary_) add_to_summary(e);
+  }
+
+  // The event was allowed (live_ applied it): what summarize() would count for it.
+  void add_to_summary(const Event& e) {
+    if (is_observed(e.op)) {
+      summary_->observed();
+    } else if (e.op == Op::Alloc) {
+      summary_->alloc(e, true);
+    } else if (e.op == Op::Free || e.op == Op::FreeCompleted) {
+      summary_->freed(true, live_.last_released());
+    }
   }
 
   static constexpr std::size_t kProgressLines = (std::size_t{1} << 16) - 1;  // progress every 65536 lines
 
-  std::string_view text_;
+  std::string_view text_;     // the current window (the whole input, for read())
+  std::uint64_t offset_ = 0;  // where the window starts in the input
+  std::uint64_t total_ = 0;   // bytes of the whole input
   std::string_view origin_;
   const ReadProgress& progress_;
   std::size_t pos_ = 0;         // start of the next line
@@ -575,14 +628,33 @@ class JsonlReader {
   Interner interner_;
   detail::LiveAllocations live_;
   bool has_stacks_ = false;  // the header has "stacks": one event_stacks entry per event
+  std::optional<SummaryBuilder> summary_;
 };
 
-}  // namespace
+}  // namespace detail
 
 Trace parse_jsonl(std::string_view text, std::string_view origin, const ReadProgress& progress) {
-  Trace trace = JsonlReader(text, origin, progress).read();
+  Trace trace = detail::JsonlReader(origin, progress).read(text);
   if (progress) progress(text.size(), text.size());
   return trace;
 }
 
 }  // namespace fraglab
+
+namespace fraglab::detail {
+
+JsonlWindowReader::JsonlWindowReader(std::string_view origin, const ReadProgress& progress)
+    : reader_(std::make_unique<JsonlReader>(origin, progress)) {
+  reader_->keep_summary();
+}
+JsonlWindowReader::~JsonlWindowReader() = default;
+void JsonlWindowReader::start_window(std::string_view window, std::uint64_t offset, std::uint64_t total) {
+  reader_->start_window(window, offset, total);
+}
+bool JsonlWindowReader::read_header() { return reader_->read_header_in_window(); }
+void JsonlWindowReader::read_events(std::vector<Event>& out) { reader_->read_events_in_window(out); }
+TraceSummary JsonlWindowReader::summary(std::uint64_t events) const { return reader_->summary(events); }
+Trace& JsonlWindowReader::trace() { return reader_->trace(); }
+bool JsonlWindowReader::has_stacks() const { return reader_->has_stacks(); }
+
+}  // namespace fraglab::detail

@@ -52,6 +52,7 @@ class LiveAllocations {
         if (!s) return "free of an id that is not live (unknown id or double free)";
         if (s->state == kFreeRequested)
           return "free of an id whose free was already requested (expected free_completed)";
+        released_ = s->requested;
         erase(*s);
         return nullptr;
       }
@@ -66,6 +67,7 @@ class LiveAllocations {
         Slot* s = find(id);
         if (!s) return "free_completed of an id that is not live (unknown id or double free)";
         if (s->state != kFreeRequested) return "free_completed of an allocation whose free was never requested";
+        released_ = s->requested;
         erase(*s);
         return nullptr;
       }
@@ -89,6 +91,10 @@ class LiveAllocations {
     const Slot* s = const_cast<LiveAllocations*>(this)->find(id);
     return s ? s->requested : 0;
   }
+
+  // The requested bytes the last allowed `free` / `free_completed` released (a streamed reader's
+  // running peak of requested bytes needs no second lookup).
+  std::uint64_t last_released() const { return released_; }
 
   std::size_t size() const { return size_; }
 
@@ -178,6 +184,7 @@ class LiveAllocations {
   std::size_t mask_ = 0;
   int shift_ = 64;
   std::size_t size_ = 0;
+  std::uint64_t released_ = 0;
 };
 
 }  // namespace fraglab::detail

@@ -6,10 +6,8 @@
 
 #include <algorithm>
 #include <array>
-#include <unordered_set>
-
-#include "fraglab/seeded_hash.hpp"
 #include "trace/live_allocations.hpp"
+#include "trace/summary_builder.hpp"
 
 namespace fraglab {
 
@@ -61,38 +59,28 @@ Bytes InitialState::reserved_bytes() const {
 }
 
 TraceSummary summarize(const Trace& trace) {
-  TraceSummary sum;
-  sum.events = trace.events.size();
+  detail::SummaryBuilder sum;
   detail::LiveAllocations live;
-  Bytes current = 0;
   // Initial allocations hold memory from the start, a pending (free_requested) one included:
   // it is released only by its free_completed.
   for (const InitialAllocation& a : trace.initial.allocations)
-    if (live.add_initial(a.id, a.requested, a.free_requested)) current += a.requested;
-  sum.peak_requested = current;
-  std::unordered_set<StreamId, SeededHash> streams;  // seeded: streams come from the trace
+    sum.initial(a.requested, live.add_initial(a.id, a.requested, a.free_requested));
   for (const Event& e : trace.events) {
     if (is_observed(e.op)) {
-      ++sum.observed_events;
+      sum.observed();
       continue;
     }
     switch (e.op) {
-      case Op::Alloc:
-        ++sum.allocs;
-        streams.insert(e.stream);
-        sum.total_requested += e.size;
-        sum.max_request = std::max(sum.max_request, e.size);
-        if (!live.apply(Op::Alloc, e.id, e.size)) {
-          current += e.size;
-          sum.peak_requested = std::max(sum.peak_requested, current);
-        }
+      case Op::Alloc: {
+        const bool applied = live.apply(Op::Alloc, e.id, e.size) == nullptr;
+        sum.alloc(e, applied);
         break;
+      }
       case Op::Free:
       case Op::FreeCompleted: {
-        ++sum.frees;
         // Summaries are also asked of unvalidated traces: a bad free changes nothing.
-        Bytes released = live.requested(e.id);
-        if (!live.apply(e.op, e.id, 0)) current -= released;
+        const bool applied = live.apply(e.op, e.id, 0) == nullptr;
+        sum.freed(applied, live.last_released());
         break;
       }
       case Op::FreeRequested:
@@ -102,8 +90,7 @@ TraceSummary summarize(const Trace& trace) {
         break;
     }
   }
-  sum.streams = streams.size();
-  return sum;
+  return sum.finish(trace.events.size());
 }
 
 namespace {

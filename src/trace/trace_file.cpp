@@ -9,7 +9,8 @@
 //  - no input ends in anything but an InputError: a directory, a stream that never ends, one too
 //    large for memory, a ".gz" that is not gzip, and (for traces) bytes that cannot start a trace
 //    are each refused in one line naming the input (input_sniff.hpp says what they look like);
-//  - regular files are read in one piece of their size (the fast path); only streams (pipes,
+//  - regular files are read in one piece of their size (the fast path), into a buffer that is not
+//    zero-filled first (read() overwrites it); only streams (pipes,
 //    FIFOs, devices, stdin) are read in growing pieces and sniffed after their first bytes;
 //  - gzip input is sniffed as soon as its first inflated bytes come out (a bomb of zeros fails
 //    at once), and its inflated size is capped: beyond kInflateFloor, at most kMaxInflateRatio
@@ -32,13 +33,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <new>
+#include <optional>
 #include <streambuf>
 
 #include "fraglab/memory_budget.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/frame_interner.hpp"
 #include "trace/input_sniff.hpp"
+#include "trace/jsonl_reader.hpp"
 
 namespace fraglab {
 
@@ -212,14 +216,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// "runs/step3.jsonl.gz" -> "step3": the default trace name (trace.hpp); "stdin" for "-".
-std::string trace_name(const std::string& path) {
-  if (path == kStdinPath) return "stdin";
-  std::filesystem::path p(path);
-  if (p.extension() == ".gz") p = p.stem();
-  return p.stem().string();
-}
-
 std::string origin_of(const std::string& path) { return path == kStdinPath ? std::string(kStdinOrigin) : path; }
 
 // 0x80 is the PROTO opcode that starts every pickle of protocol 2 or later (snapshots are 2, 4
@@ -238,26 +234,58 @@ std::atomic<bool> stdin_taken{false};
   throw InputError(fmt::format("{}: {}{}", origin, gzipped ? "after gzip decompression, " : "", what));
 }
 
+// A file's bytes in a buffer that is never zero-filled first (read() overwrites it: the memset
+// of std::string::resize cost a sixth of reading a large trace), or gzip's inflated text.
+class FileBytes {
+ public:
+  std::string_view view() const {
+    return inflated_ ? std::string_view(*inflated_) : std::string_view(data_.get(), size_);
+  }
+  // Room for at least `capacity` bytes, keeping the first size() (a stream's buffer growing).
+  void reserve(std::size_t capacity) {
+    if (capacity <= capacity_) return;
+    std::unique_ptr<char[]> bigger(new char[capacity]);  // default-initialised: not zeroed
+    if (size_ > 0) std::memcpy(bigger.get(), data_.get(), size_);
+    data_ = std::move(bigger);
+    capacity_ = capacity;
+  }
+  char* data() { return data_.get(); }
+  std::size_t size() const { return size_; }
+  std::size_t capacity() const { return capacity_; }
+  void set_size(std::size_t size) { size_ = size; }
+  void replace_with(std::string text) {
+    inflated_ = std::move(text);
+    data_.reset();
+    size_ = capacity_ = 0;
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+  std::optional<std::string> inflated_;
+};
+
 // Every byte of an open descriptor. `regular`: its size is `size` (read in one piece, then to
 // the end in case it grew); otherwise a stream, capped at kMaxStreamBytes and, for a trace,
 // refused as soon as its first bytes cannot start one (detail::not_a_trace_start).
-std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t size, bool as_trace) {
-  std::string bytes;
+FileBytes read_fd(int fd, const std::string& origin, bool regular, std::size_t size, bool as_trace) {
+  FileBytes bytes;
   std::size_t len = 0;
   bool sniffed = regular || !as_trace;
   if (regular) check_memory_estimate(size, origin);  // before holding it all
   try {
-    bytes.resize(regular ? size + 1 : kStreamChunk);  // +1: the read that sees the end
+    bytes.reserve(regular ? size + 1 : kStreamChunk);  // +1: the read that sees the end
     for (;;) {
-      if (len == bytes.size()) {
+      if (len == bytes.capacity()) {
         if (!regular && len >= kMaxStreamBytes)
           throw InputError(
               fmt::format("{}: stopped after {} bytes of a stream that does not "
                           "end; expected a trace file",
                           origin, len));
-        bytes.resize(std::min(len * 2, kMaxStreamBytes));
+        bytes.reserve(std::min(len * 2, kMaxStreamBytes));
       }
-      ssize_t n = ::read(fd, bytes.data() + len, bytes.size() - len);
+      ssize_t n = ::read(fd, bytes.data() + len, bytes.capacity() - len);
       if (n < 0) {
         if (errno == EINTR) continue;
         throw InputError(fmt::format("{}: cannot read: {}", origin, std::strerror(errno)));
@@ -266,7 +294,7 @@ std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t
       len += static_cast<std::size_t>(n);
       if (!sniffed && len >= detail::kSniffBytes) {
         sniffed = true;
-        if (auto what = detail::not_a_trace_start(std::string_view(bytes).substr(0, len)))
+        if (auto what = detail::not_a_trace_start(std::string_view(bytes.data(), len)))
           not_a_trace_error(origin, *what, false);
       }
     }
@@ -274,13 +302,13 @@ std::string read_fd(int fd, const std::string& origin, bool regular, std::size_t
     throw InputError(fmt::format("{}: too large to hold in memory ({} bytes{}; the memory budget is {}, --max-memory)",
                                  origin, regular ? size : len, regular ? "" : " read", format_bytes(memory_budget())));
   }
-  bytes.resize(len);
+  bytes.set_size(len);
   return bytes;
 }
 
 // The bytes of `path` ("-": stdin), gzip inflated; as_trace: refused with a one-line "looks
 // like ..." message when they cannot be a trace (input_sniff.hpp).
-std::string read_input(const std::string& path, bool as_trace) {
+FileBytes read_input(const std::string& path, bool as_trace) {
   const std::string origin = origin_of(path);
   const bool from_stdin = path == kStdinPath;
   int fd = STDIN_FILENO;
@@ -312,34 +340,47 @@ std::string read_input(const std::string& path, bool as_trace) {
     throw InputError(
         fmt::format("{}: is a directory; {}", origin, as_trace ? detail::kExpectedTrace : "expected a file"));
   const bool regular = S_ISREG(st.st_mode);
-  std::string bytes = read_fd(fd, origin, regular, regular ? static_cast<std::size_t>(st.st_size) : 0, as_trace);
-  const bool gzipped = is_gzip(bytes);
-  if (!gzipped && !from_stdin && ends_with(path, ".gz") && !bytes.empty())
+  FileBytes bytes = read_fd(fd, origin, regular, regular ? static_cast<std::size_t>(st.st_size) : 0, as_trace);
+  const bool gzipped = is_gzip(bytes.view());
+  if (!gzipped && !from_stdin && ends_with(path, ".gz") && !bytes.view().empty())
     throw InputError(
         fmt::format("{}: is named .gz but is not gzip data (it starts with {}); "
                     "expected a gzip stream (starting 1f 8b)",
-                    origin, detail::hex_prefix(bytes)));
+                    origin, detail::hex_prefix(bytes.view())));
   if (gzipped) {
     try {
-      bytes = gunzip(bytes, origin, as_trace);
+      std::string text = gunzip(bytes.view(), origin, as_trace);
+      bytes.replace_with(std::move(text));
     } catch (const std::bad_alloc&) {
       out_of_memory(origin);
     }
   }
   if (as_trace) {
-    if (auto what = detail::not_a_trace(bytes)) not_a_trace_error(origin, *what, gzipped);
+    if (auto what = detail::not_a_trace(bytes.view())) not_a_trace_error(origin, *what, gzipped);
   }
   return bytes;
 }
 
 }  // namespace
 
-std::string read_file_bytes(const std::string& path) { return read_input(path, false); }
+namespace detail {
+
+std::string default_trace_name(const std::string& path) {
+  if (path == kStdinPath) return "stdin";
+  std::filesystem::path p(path);
+  if (p.extension() == ".gz") p = p.stem();
+  return p.stem().string();
+}
+
+}  // namespace detail
+
+std::string read_file_bytes(const std::string& path) { return std::string(read_input(path, false).view()); }
 
 Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   const std::string origin = origin_of(path);
   try {
-    std::string bytes = read_input(path, true);
+    const FileBytes file = read_input(path, true);
+    const std::string_view bytes = file.view();
     Trace trace;
     if (is_pickle(bytes)) {
       trace = parse_snapshot(bytes, origin, options);
@@ -347,7 +388,7 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
       trace = parse_jsonl(bytes, origin, options.progress);
       detail::keep_top_frames(trace, options.frames);  // a file's frames, as many as asked for
     }
-    if (trace.name.empty()) trace.name = trace_name(path);
+    if (trace.name.empty()) trace.name = detail::default_trace_name(path);
     return trace;
   } catch (const std::bad_alloc&) {
     out_of_memory(origin);
@@ -357,7 +398,8 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
 std::vector<std::pair<int, Trace>> read_trace_devices(const std::string& path) {
   const std::string origin = origin_of(path);
   try {
-    std::string bytes = read_input(path, true);
+    const FileBytes file = read_input(path, true);
+    const std::string_view bytes = file.view();
     std::vector<std::pair<int, Trace>> traces;
     if (is_pickle(bytes)) {
       traces = parse_snapshot_devices(bytes, origin);
@@ -365,7 +407,7 @@ std::vector<std::pair<int, Trace>> read_trace_devices(const std::string& path) {
       traces.emplace_back(0, parse_jsonl(bytes, origin));
     }
     for (auto& [device, trace] : traces) {
-      if (trace.name.empty()) trace.name = trace_name(path);
+      if (trace.name.empty()) trace.name = detail::default_trace_name(path);
     }
     return traces;
   } catch (const std::bad_alloc&) {

@@ -10,75 +10,63 @@
 namespace fraglab {
 namespace {
 
-class Fnv1a64 {
- public:
-  void byte(std::uint8_t b) {
-    state_ ^= b;
-    state_ *= 0x100000001b3ull;
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) byte(static_cast<std::uint8_t>(v >> (8 * i)));  // little-endian
-  }
-  void text(std::string_view s) {
-    for (char c : s) byte(static_cast<std::uint8_t>(c));
-  }
-  std::uint64_t value() const { return state_; }
-
- private:
-  std::uint64_t state_ = 0xcbf29ce484222325ull;
-};
-
 constexpr std::uint64_t kUnknownOrdinal = ~std::uint64_t{0};
 
 }  // namespace
 
+RequestHasher::RequestHasher() { text("fraglab-requests-v1"); }
+
+void RequestHasher::initial(const InitialAllocation& a) {
+  byte('I');
+  u64(a.requested);
+  u64(a.stream);
+  u64(a.free_requested ? 1 : 0);
+  ordinal_of_[a.id] = next_++;
+}
+
+std::uint64_t RequestHasher::ordinal(std::uint64_t id, bool release) {
+  auto it = ordinal_of_.find(id);
+  if (it == ordinal_of_.end()) return kUnknownOrdinal;
+  const std::uint64_t n = it->second;
+  if (release) ordinal_of_.erase(it);  // ids may be reused once freed
+  return n;
+}
+
+void RequestHasher::add(const Event& e) {
+  switch (e.op) {
+    case Op::Alloc:
+      byte('A');
+      u64(e.size);
+      u64(e.stream);
+      ordinal_of_[e.id] = next_++;
+      break;
+    case Op::Free:
+      byte('F');
+      u64(ordinal(e.id, true));
+      break;
+    case Op::FreeRequested:
+      byte('R');
+      u64(ordinal(e.id, false));
+      break;
+    case Op::FreeCompleted:
+      byte('C');
+      u64(ordinal(e.id, true));
+      break;
+    case Op::EmptyCache:
+      byte('E');
+      break;
+    default:
+      break;  // marks and observed events are not requests
+  }
+}
+
+std::string RequestHasher::value() const { return fmt::format("fnv1a64:{:016x}", state_); }
+
 std::string request_hash(const Trace& trace) {
-  Fnv1a64 h;
-  h.text("fraglab-requests-v1");
-  std::unordered_map<std::uint64_t, std::uint64_t, SeededHash> ordinal_of;  // live id -> ordinal
-  std::uint64_t next = 0;
-  for (const InitialAllocation& a : trace.initial.allocations) {
-    h.byte('I');
-    h.u64(a.requested);
-    h.u64(a.stream);
-    h.u64(a.free_requested ? 1 : 0);
-    ordinal_of[a.id] = next++;
-  }
-  auto ordinal = [&](std::uint64_t id, bool release) {
-    auto it = ordinal_of.find(id);
-    if (it == ordinal_of.end()) return kUnknownOrdinal;
-    const std::uint64_t n = it->second;
-    if (release) ordinal_of.erase(it);  // ids may be reused once freed
-    return n;
-  };
-  for (const Event& e : trace.events) {
-    switch (e.op) {
-      case Op::Alloc:
-        h.byte('A');
-        h.u64(e.size);
-        h.u64(e.stream);
-        ordinal_of[e.id] = next++;
-        break;
-      case Op::Free:
-        h.byte('F');
-        h.u64(ordinal(e.id, true));
-        break;
-      case Op::FreeRequested:
-        h.byte('R');
-        h.u64(ordinal(e.id, false));
-        break;
-      case Op::FreeCompleted:
-        h.byte('C');
-        h.u64(ordinal(e.id, true));
-        break;
-      case Op::EmptyCache:
-        h.byte('E');
-        break;
-      default:
-        break;  // marks and observed events are not requests
-    }
-  }
-  return fmt::format("fnv1a64:{:016x}", h.value());
+  RequestHasher h;
+  for (const InitialAllocation& a : trace.initial.allocations) h.initial(a);
+  for (const Event& e : trace.events) h.add(e);
+  return h.value();
 }
 
 TraceIdentity trace_identity(const Trace& trace) {
