@@ -94,8 +94,9 @@ bool CachingAllocator::get_free_block(Request& r) {
 
   const Bytes ms = config_.max_split_size;
   const Bytes candidate = set.at(it).size;
-  if (bounds_.below_ms(r.rounded, ms) && bounds_.at_least_ms(candidate, ms)) return false;  // no oversize block
-  if (bounds_.at_least_ms(r.rounded, ms) && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
+  const bool normal = bounds_.below_ms(r.rounded, ms);             // not an oversize request
+  if (normal && bounds_.at_least_ms(candidate, ms)) return false;  // no oversize block for it
+  if (!normal && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
   r.block = set.at(it).id;
   set.erase(it);  // the best fit's position is known: no second search
   return true;

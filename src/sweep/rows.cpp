@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "fraglab/sweep.hpp"
@@ -14,10 +15,21 @@ namespace {
 // The whole text is a decimal number ("64", "0.75", "-1", "1e3").
 std::optional<double> as_number(std::string_view s) {
   if (s.empty()) return std::nullopt;
-  const std::string text(s);
+  // strtod wants a terminated string: short ones (every knob value in practice) are copied to the
+  // stack, since sorting a large sweep's rows calls this millions of times.
+  char small[64];
+  std::string large;
+  const char* text = small;
+  if (s.size() < sizeof small) {
+    std::memcpy(small, s.data(), s.size());
+    small[s.size()] = '\0';
+  } else {
+    large.assign(s);
+    text = large.c_str();
+  }
   char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  const double value = std::strtod(text, &end);
+  if (end != text + s.size() || std::isspace(static_cast<unsigned char>(s.front()))) return std::nullopt;
   if (std::isnan(value)) return std::nullopt;  // NaN compares with nothing: no total order
   return value;
 }
