@@ -87,6 +87,42 @@ std::size_t check_trace(const std::string& path) {
   return shared;
 }
 
+// One sweep whose jobs mix devices and start states: a replay answers only jobs of its own trace,
+// device and start state (a tight device makes the same setting flush or fail where a large one
+// does not).
+TEST(ShareExact, JobsOfOtherDevicesAndStartsAreNotAnswered) {
+  const Trace trace = read_trace(std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples/cutoff.jsonl");
+  ASSERT_FALSE(trace.initial.empty());
+  const std::vector<Setting> settings = expand_grid(exactness_grid());
+  std::vector<SweepJob> jobs;
+  for (const char* device : {"sim", "sim:300MiB", "sim:260MiB"}) {
+    for (StartState start : {StartState::Cold, StartState::Recorded}) {
+      for (const Setting& s : settings) jobs.push_back({&trace, s.spec, start, parse_device_spec(device)});
+    }
+  }
+  auto rows = [&](bool share) {
+    SweepRunOptions options;
+    options.threads = 2;
+    options.share = share;
+    std::vector<std::pair<SweepRow, std::size_t>> out(jobs.size());
+    const SweepRunStats stats = run_sweep(jobs, options, [&](std::size_t i, const ReplayResult& r) {
+      out[i] = {make_row(trace.name, jobs[i].device->text, settings[i % settings.size()], r), r.ooms.size()};
+    });
+    EXPECT_EQ(stats.replayed + stats.shared, jobs.size());
+    if (share) {
+      EXPECT_GT(stats.shared, 0u);
+    }
+    return out;
+  };
+  const auto reference = rows(false);
+  const auto shared = rows(true);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(shared[i].first, reference[i].first)
+        << jobs[i].device->text << " " << start_state_name(jobs[i].start_state) << " " << jobs[i].spec;
+    EXPECT_EQ(shared[i].second, reference[i].second) << jobs[i].spec;
+  }
+}
+
 TEST(ShareExact, EveryShippedSample) {
   std::size_t shared = 0;
   for (const auto& entry : fs::directory_iterator(std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples")) {
