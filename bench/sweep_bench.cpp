@@ -14,7 +14,8 @@
 //    fraction PyTorch never collects, so the threshold cannot change a decision here.
 //  - sweep_lm27b_1120_fraction: the same grid with per_process_memory_fraction:0.8 of the default
 //    80 GiB: 64 GiB allowed, below which the run's 56.9 GiB peak is reached, so collections really
-//    trigger at the lower thresholds and the threshold axis is mostly not shareable.
+//    trigger and free segments at the lower thresholds: there the threshold axis is shared only
+//    where collections free nothing (expandable segments) or the thresholds lie close.
 //  - sweep_lm27b_10000: 10 x 10 x 50 x 2 = 10,000 settings, the same knobs, finer (thresholds
 //    0.50 to 0.99 by 0.01), cold start.
 // Targets (issue 18): 1,120 settings in under 0.3 s and 10,000 in under 3 s on 2 threads.

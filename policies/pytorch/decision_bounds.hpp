@@ -8,8 +8,9 @@
 //    ms_at_most. Where ms itself becomes a size (the §5.2 key, the start evidence), it is pinned.
 //  - garbage_collection_threshold: it acts only through the byte threshold t = threshold x
 //    allowed (§3.3): the trigger `total <= t` and the loop's `reclaimed < total - t`, both
-//    comparisons of t, so one interval gc_min <= t <= gc_max; a miss where no collection runs
-//    (threshold 0) would not have collected under any t >= the total reserved then.
+//    comparisons of t, so one interval gc_min <= t <= gc_max (only calls that free memory
+//    count, see gc_idle); a miss where no collection runs (threshold 0) would not have collected
+//    under any t >= the total reserved then.
 //  - roundup_power2_divisions: it acts only through round_size() of each request (§1.2), so a
 //    rule that rounds every requested size the same is equivalent: the sizes are kept (only
 //    when recording, i.e. when a sweep asks).
@@ -54,14 +55,17 @@ struct DecisionBounds {
     ms_at_most = std::min(ms_at_most, ms);
   }
 
-  // §3.3's trigger `total <= t`: true -> GC returns at once.
+  // §3.3's trigger `total <= t`: true -> GC returns at once. Past it, the call's comparisons are
+  // kept aside until gc_end(): a call that frees nothing decides nothing. (Its first pass always
+  // runs, and which blocks it frees does not depend on t: ages against their average. A call whose
+  // first pass frees nothing frees nothing under any threshold, or under none.)
   bool gc_idle(Bytes total, Bytes t) {
     const bool idle = total <= t;
     if (idle) {
       gc_min = std::max(gc_min, total);
     } else {
-      gc_max = std::min(gc_max, total - 1);
-      gc_acted = true;
+      call_min_ = 0;
+      call_max_ = total - 1;
     }
     return idle;
   }
@@ -73,11 +77,18 @@ struct DecisionBounds {
     const bool shorter = reclaimed < target;
     const Bytes room = target + t - reclaimed;
     if (shorter) {
-      gc_max = std::min(gc_max, room - 1);
+      call_max_ = std::min(call_max_, room - 1);
     } else {
-      gc_min = std::max(gc_min, room);
+      call_min_ = std::max(call_min_, room);
     }
     return shorter;
+  }
+  // The end of a call past its trigger: if it freed memory, its comparisons decided.
+  void gc_end(Bytes reclaimed) {
+    if (reclaimed == 0) return;
+    gc_min = std::max(gc_min, call_min_);
+    gc_max = std::min(gc_max, call_max_);
+    gc_acted = true;
   }
 
   // The size a request is rounded from (§1.2), kept while recording.
@@ -89,6 +100,10 @@ struct DecisionBounds {
     pin_ms(ms);
     rounding_pinned = true;
   }
+
+ private:
+  Bytes call_min_ = 0;  // the current GC call's comparisons (gc_idle .. gc_end)
+  Bytes call_max_ = kUnlimited;
 };
 
 }  // namespace fraglab::cca

@@ -51,6 +51,7 @@ void CachingAllocator::garbage_collect_cached_blocks() {
       }
     }
   }
+  bounds_.gc_end(reclaimed);
 }
 
 // §5.2: with max_split_size set, cudaFree the smallest oversize block >= max(rounded, MS) on

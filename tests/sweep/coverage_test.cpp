@@ -139,6 +139,21 @@ TEST(Coverage, GarbageCollectionThatActed) {
   EXPECT_EQ(replay(trace, kHalf, kDevice).peak_reserved, 450 * kMiB);
 }
 
+// The only cached block is the 50 MiB rest of a segment whose other part is in use: garbage
+// collection frees whole segments only (§3.3), so when the 250 MiB request misses, no threshold
+// (and no collection at all) frees anything: every setting of the threshold decides the same.
+TEST(Coverage, GarbageCollectionWithNothingToFree) {
+  const Trace trace = hand_trace({alloc(1, 150 * kMiB), with_op(Op::Free, 1), alloc(2, 100 * kMiB),
+                                  alloc(3, 250 * kMiB), with_op(Op::Free, 3), with_op(Op::Free, 2)});
+  const auto c = coverage_of(trace, kHalf + ",garbage_collection_threshold:0.1", kDevice);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(covers(*c, kHalf));
+  EXPECT_TRUE(covers(*c, kHalf + ",garbage_collection_threshold:0.5"));
+  EXPECT_TRUE(covers(*c, kHalf + ",garbage_collection_threshold:0.9"));
+  EXPECT_EQ(replay(trace, kHalf + ",garbage_collection_threshold:0.1", kDevice).peak_reserved, 400 * kMiB);
+  EXPECT_EQ(replay(trace, kHalf, kDevice).peak_reserved, 400 * kMiB);
+}
+
 TEST(Coverage, WithoutAMemoryFractionTheThresholdChangesNothing) {
   const Trace trace = cached_200_then_250();
   const auto c = coverage_of(trace, "pytorch", kDevice);
