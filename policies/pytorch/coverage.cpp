@@ -35,7 +35,7 @@ bool same_rules(const RoundingRules& a, const RoundingRules& b) {
 
 class PytorchCoverage final : public SettingCoverage {
  public:
-  PytorchCoverage(const CachingAllocator& allocator) : config_(allocator.config()) {
+  explicit PytorchCoverage(const CachingAllocator& allocator) : config_(allocator.config()) {
     const DecisionBounds& b = allocator.decision_bounds();
     ms_above_ = b.ms_above;
     ms_at_most_ = b.ms_at_most;

@@ -11,9 +11,10 @@ std::optional<ReplayResult> ShareGroup::answer(std::string_view spec) const {
   if (!candidate) return std::nullopt;
   // Newest first: a sweep walks its grid in order, and the last replay is the likeliest to cover
   // the next setting.
-  for (auto it = finished_.rbegin(); it != finished_.rend(); ++it) {
-    if (!it->coverage->covers(*candidate)) continue;
-    const ReplayResult& from = it->result;
+  for (std::size_t k = finished_.size(); k-- > 0;) {
+    const Finished& finished = finished_[k];
+    if (!finished.coverage->covers(*candidate)) continue;
+    const ReplayResult& from = finished.result;
     ReplayResult result;
     result.policy = std::string(spec);
     result.start_state = from.start_state;

@@ -37,6 +37,7 @@ struct Outcome {
 Outcome sweep(const Trace& trace, const std::vector<Setting>& settings, const DeviceSpec& device, StartState start,
               unsigned threads, bool share, bool stop_on_oom) {
   std::vector<SweepJob> jobs;
+  jobs.reserve(settings.size());
   for (const Setting& s : settings) jobs.push_back({&trace, s.spec, start});
   SweepRunOptions options;
   options.threads = threads;
