@@ -100,6 +100,28 @@ struct StartBlock {
   bool determined() const { return min_size == max_size; }
 };
 
+// What one finished replay proves about other settings of its policy (Policy::coverage()): a
+// setting it covers would make every decision that replay made, so replaying it is not needed. A
+// sweep asks each of its finished replays before it replays another setting.
+class SettingCoverage {
+ public:
+  // A setting in the form covers() tests: parsed once, then tested against many coverages.
+  class Candidate {
+   public:
+    virtual ~Candidate() = default;
+  };
+  virtual ~SettingCoverage() = default;
+  // `spec` ("NAME:OPTIONS" of this coverage's policy) prepared for covers(); nullptr when it cannot
+  // be (a bad option: its own replay reports that).
+  virtual std::unique_ptr<Candidate> candidate(std::string_view spec) const = 0;
+  // True only when a replay of the same trace, from the same start state, on the same device,
+  // with the same ReplayOptions, under `candidate` (from candidate() of a coverage of the same
+  // policy) makes every decision the covering replay made: the same blocks, device calls, flushes
+  // and OOMs, hence the same Metrics and OOM records. Its policy counters may still echo the
+  // setting (detailed_stats, notes).
+  virtual bool covers(const Candidate& candidate) const = 0;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -155,6 +177,12 @@ class Policy {
   // blocks, pages mapped iff used, ...), recomputed from its state: one line per broken one, none
   // when all hold. InvariantChecker calls it after every event (--check-invariants).
   virtual std::vector<std::string> audit() const { return {}; }
+  // Asks the policy to keep, during the replay that follows, what coverage() needs (a sweep
+  // calls it before the replay). The default keeps nothing.
+  virtual void record_coverage() {}
+  // After a replay that record_coverage() preceded: the settings that replay covers (see
+  // SettingCoverage). The default, nullptr, covers none: every setting is replayed.
+  virtual std::unique_ptr<SettingCoverage> coverage() const { return nullptr; }
 };
 
 // ---- registry ---------------------------------------------------------------------------------

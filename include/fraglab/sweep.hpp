@@ -249,18 +249,32 @@ struct SweepRunOptions {
   DeviceSpec device;  // every run builds its own fresh device (and policy) from it
   // Watch every run with an InvariantChecker; its findings are in each ReplayResult.
   bool check_invariants = false;
+  // Answer a job from a finished replay whose decision bounds cover its setting (Policy::coverage:
+  // the same trace, start state, device and policy, and every decision would be the same) instead
+  // of replaying it. Exact: the same rows as replaying every job. Off under check_invariants.
+  bool share = true;
 };
 
-// Replays every job on `threads` worker threads, each through run_replay (fraglab/run_replay.hpp).
-// `on_done(job index, result)` is called as each run finishes (completion order), one call at a
-// time. The first exception thrown by a run or by on_done stops the hand-out of new jobs and is
-// rethrown once the workers have stopped.
-void run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options,
-               const std::function<void(std::size_t, const ReplayResult&)>& on_done);
+// What run_sweep did: every job was either replayed or answered from a replay that covers it.
+// The split depends on thread timing (which replay finishes first); the results do not.
+struct SweepRunStats {
+  std::size_t replayed = 0;
+  std::size_t shared = 0;
+};
+
+// Replays every job on `threads` worker threads, each through PolicyOnDevice (fraglab/run_replay.hpp),
+// or answers it from a finished replay that covers it (SweepRunOptions::share; the result then
+// carries that replay's Metrics and OOMs and no detailed_stats or notes). `on_done(job index,
+// result)` is called as each job finishes (completion order), one call at a time. The first
+// exception thrown by a run or by on_done stops the hand-out of new jobs and is rethrown once the
+// workers have stopped.
+SweepRunStats run_sweep(const std::vector<SweepJob>& jobs, const SweepRunOptions& options,
+                        const std::function<void(std::size_t, const ReplayResult&)>& on_done);
 // The same for `count` jobs made one at a time by job_at(i) as the workers take them (called
 // from worker threads, one call per job), so a large sweep never holds all its jobs.
-void run_sweep(std::size_t count, const std::function<SweepJob(std::size_t)>& job_at, const SweepRunOptions& options,
-               const std::function<void(std::size_t, const ReplayResult&)>& on_done);
+SweepRunStats run_sweep(std::size_t count, const std::function<SweepJob(std::size_t)>& job_at,
+                        const SweepRunOptions& options,
+                        const std::function<void(std::size_t, const ReplayResult&)>& on_done);
 
 // ---- the summary ------------------------------------------------------------------------------
 

@@ -25,6 +25,10 @@ namespace {
 std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& initial) {
   const auto& segs = initial.segments;
   const auto& allocs = initial.allocations;
+  // Unrecorded block sizes are derived with ms and the rounding rules as values (and prepare()'s
+  // evidence): only this very setting rebuilds the same start (decision_bounds.hpp).
+  if (std::any_of(allocs.begin(), allocs.end(), [](const InitialAllocation& a) { return a.block_size == 0; }))
+    bounds_.pin_start(config_.max_split_size);
   std::vector<std::size_t> seg_order(segs.size());
   std::iota(seg_order.begin(), seg_order.end(), 0);
   std::sort(seg_order.begin(), seg_order.end(), [&](auto a, auto b) { return segs[a].addr < segs[b].addr; });

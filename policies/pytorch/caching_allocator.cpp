@@ -37,6 +37,7 @@ std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
   }
   Request r;
   r.requested = size;
+  bounds_.saw_request(size);
   r.rounded = round_size(size, config_.rounding);
   r.alloc_size = get_allocation_size(r.rounded, config_.large_segment_size);
   r.stream = stream;
@@ -45,7 +46,11 @@ std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
   // Step 3: search (free-memory callbacks are a no-op here, §3.2). Steps 4-5: GC, then the ladder.
   bool found = get_free_block(r);
   if (!found) {
-    if (gc_enabled()) garbage_collect_cached_blocks();
+    if (gc_enabled()) {
+      garbage_collect_cached_blocks();
+    } else {
+      bounds_.gc_off_at_miss(total_);
+    }
     found = alloc_block(r, false) || (release_available_cached_blocks(r) && alloc_block(r, false)) ||
             (release_cached_blocks() && alloc_block(r, true));
   }
@@ -91,8 +96,9 @@ bool CachingAllocator::get_free_block(Request& r) {
 
   const Bytes ms = config_.max_split_size;
   const Bytes candidate = set.size_at(it);
-  if (r.rounded < ms && candidate >= ms) return false;  // no oversize block for a normal request
-  if (r.rounded >= ms && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
+  const bool normal = bounds_.below_ms(r.rounded, ms);             // not an oversize request
+  if (normal && bounds_.at_least_ms(candidate, ms)) return false;  // no oversize block for it
+  if (!normal && candidate >= saturating_add(r.rounded, oversize_slack_)) return false;
   r.block = set.id_at(it);
   r.found_in = &set;  // alloc_found_block takes it out at this position: no second search
   r.found_at = it;
@@ -129,7 +135,7 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
 bool CachingAllocator::should_split(const Node& block, Bytes rounded) const {
   const Bytes remaining = block.size - rounded;
   if (block.pool == PoolKind::Small || expandable_active_) return remaining >= kMinBlockSize;
-  return rounded < config_.max_split_size && remaining > kSmallSize;
+  return bounds_.below_ms(rounded, config_.max_split_size) && remaining > kSmallSize;
 }
 
 // §5 step 7 / §4.2 / §4.4: carve from the low end, account inactive splits, mark allocated.

@@ -24,6 +24,7 @@
 #include "fraglab/trace.hpp"
 #include "pytorch/block_pool.hpp"
 #include "pytorch/config.hpp"
+#include "pytorch/decision_bounds.hpp"
 #include "pytorch/start_evidence.hpp"
 #include "pytorch/stats.hpp"
 
@@ -65,6 +66,10 @@ class CachingAllocator {
   std::optional<Bytes> allowed_memory_maximum() const { return allowed_; }
   // audit.cpp: recomputes the invariants above from the nodes.
   void audit(kit::AuditLog& log) const;
+  // The knob values under which every decision so far comes out the same (decision_bounds.hpp);
+  // record_decisions() before the first request also keeps the request sizes.
+  const DecisionBounds& decision_bounds() const { return bounds_; }
+  void record_decisions() { bounds_.recording = true; }
 
  private:
   // PyTorch's AllocParams.
@@ -137,6 +142,7 @@ class CachingAllocator {
   std::vector<InitialAllocation> evidence_for_;
   StartEvidence evidence_;
   std::vector<ExpandableRangeStart> range_starts_;
+  mutable DecisionBounds bounds_;  // recorded at the comparison sites (should_split is const)
 };
 
 // oom_message.cpp

@@ -4,6 +4,7 @@
 
 #include "fraglab/policy.hpp"
 #include "pytorch/caching_allocator.hpp"
+#include "pytorch/coverage.hpp"
 
 namespace fraglab {
 namespace {
@@ -34,6 +35,8 @@ class PytorchPolicy final : public Policy {
   std::vector<std::string> notes() const override { return allocator_.config().notes; }
   std::vector<StartBlock> start_blocks() const override { return allocator_.start_blocks(); }
   std::optional<SnapshotSettings> snapshot_settings() const override;
+  void record_coverage() override { allocator_.record_decisions(); }
+  std::unique_ptr<SettingCoverage> coverage() const override { return cca::make_coverage(allocator_); }
   std::vector<std::string> audit() const override {
     kit::AuditLog log("pytorch");
     allocator_.audit(log);

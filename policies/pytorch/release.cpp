@@ -14,7 +14,7 @@ namespace fraglab::cca {
 // pass after pass, until `target` is reclaimed or a pass frees nothing.
 void CachingAllocator::garbage_collect_cached_blocks() {
   const Bytes gc_threshold = static_cast<Bytes>(config_.garbage_collection_threshold * static_cast<double>(*allowed_));
-  if (total_ <= gc_threshold) return;
+  if (bounds_.gc_idle(total_, gc_threshold)) return;
   const Bytes target = total_ - gc_threshold;
   BlockPool& large = pool_of(PoolKind::Large);
   const std::uint64_t clock = large.get_free_blocks_call_count;
@@ -34,7 +34,7 @@ void CachingAllocator::garbage_collect_cached_blocks() {
 
   Bytes reclaimed = 0;
   bool freed = true;
-  while (reclaimed < target && freed && freeable > 0) {
+  while (bounds_.gc_short(reclaimed, target, gc_threshold) && freed && freeable > 0) {
     const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable);
     freed = false;
     scratch_.clear();
@@ -51,6 +51,7 @@ void CachingAllocator::garbage_collect_cached_blocks() {
       }
     }
   }
+  bounds_.gc_end(reclaimed);
 }
 
 // §5.2: with max_split_size set, cudaFree the smallest oversize block >= max(rounded, MS) on
@@ -58,8 +59,9 @@ void CachingAllocator::garbage_collect_cached_blocks() {
 // even when the rung fails). Never touches expandable blocks.
 bool CachingAllocator::release_available_cached_blocks(const Request& r) {
   const Bytes ms = config_.max_split_size;
-  if (ms == kUnlimited) return false;
-  StreamBlocks* blocks = r.pool->blocks.find(r.stream);  // the rung never leaves the stream
+  if (bounds_.ms_unlimited(ms)) return false;
+  if (bounds_.below_ms(r.rounded, ms)) bounds_.pin_ms(ms);  // ms is the search key: only it finds the same
+  StreamBlocks* blocks = r.pool->blocks.find(r.stream);     // the rung never leaves the stream
   if (blocks == nullptr) return false;
   StreamBlocks& set = *blocks;
   const Bytes key_size = std::max(r.rounded, ms);
@@ -68,7 +70,7 @@ bool CachingAllocator::release_available_cached_blocks(const Request& r) {
     if (it == set.begin()) return false;
     Bytes released = 0;
     it = set.prev(it);  // the largest block below the key
-    while (released < key_size && set.size_at(it) >= ms) {
+    while (released < key_size && bounds_.at_least_ms(set.size_at(it), ms)) {
       const StreamBlocks::Pos cur = it;
       const bool is_first = cur == set.begin();
       if (!is_first) it = set.prev(it);  // positions before `cur` survive its removal

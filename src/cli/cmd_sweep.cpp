@@ -119,7 +119,10 @@ int cmd_sweep(int argc, char** argv) {
       "stop-on-oom", "end each replay at its first out-of-memory (faster when many settings OOM)")(
       "check-invariants",
       "check every replay with the invariant checker (as fraglab replay does); exit 1 on a violation")(
-      "start-state", po::value(&start_option)->default_value("auto"), kStartStateHelp)(
+      "no-share",
+      "replay every setting, even one an earlier replay proves would make the same decisions (the results are the "
+      "same; a reference for checking that)")("start-state", po::value(&start_option)->default_value("auto"),
+                                              kStartStateHelp)(
       "top", po::value(&top), "rows of the final table per trace (0 = all; default 25)");
   po::positional_options_description positional;
   positional.add("trace", -1);
@@ -209,6 +212,7 @@ int cmd_sweep(int argc, char** argv) {
   run_options.threads = threads;
   run_options.replay.stop_on_oom = vm.count("stop-on-oom") > 0;
   run_options.check_invariants = vm.count("check-invariants") > 0;
+  run_options.share = vm.count("no-share") == 0;
   // Every job brings its trace's device (below); this is only the fallback the runner wants.
   run_options.device = choose_device(device_option).device;
   // The runs that broke an invariant (only those: a sweep keeps rows, not results), reported at
@@ -298,13 +302,19 @@ int cmd_sweep(int argc, char** argv) {
   };
   ProgressPrinter progress(pending.size());
   std::size_t finished = 0;
-  run_sweep(pending.size(), job_at, run_options, [&](std::size_t i, const ReplayResult& result) {
-    keep_violations(traces[pending[i].trace], result);
-    rows.push_back(make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec(),
-                            setting_at(pending[i].setting), result));
-    if (stream) stream->append(rows.back());
-    progress.update(++finished);
-  });
+  const auto started = std::chrono::steady_clock::now();
+  const SweepRunStats ran =
+      run_sweep(pending.size(), job_at, run_options, [&](std::size_t i, const ReplayResult& result) {
+        keep_violations(traces[pending[i].trace], result);
+        rows.push_back(make_row(traces[pending[i].trace].name, devices[pending[i].trace].spec(),
+                                setting_at(pending[i].setting), result));
+        if (stream) stream->append(rows.back());
+        progress.update(++finished);
+      });
+  // Which runs were shared depends on thread timing, so it is said here, never in the results.
+  log::info(fmt::format(
+      "sweep: {} runs in {:.3f} s: {} replayed, {} answered by a replay that makes the same decisions", pending.size(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), ran.replayed, ran.shared));
 
   if (stream) {
     // Rows of other sweeps that shared the file stay in it; the file ends in canonical order.
