@@ -57,19 +57,7 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
   std::uint64_t run_hash = 0;
   if (end - q >= 16) {
     const unsigned char* const limit = q + std::min<std::ptrdiff_t>(end - q, 4096);
-    const unsigned char* key_end = q;
-    for (;;) {
-      key_end =
-          static_cast<const unsigned char*>(std::memchr(key_end, APPENDS, static_cast<std::size_t>(limit - key_end)));
-      if (!key_end || limit - key_end < 5) {
-        key_end = nullptr;
-        break;
-      }
-      if (key_end[1] == SETITEMS ||
-          (kGetLength[key_end[1]] | kGetLength[key_end[2]] | kGetLength[key_end[3]] | kGetLength[key_end[4]]) == 0)
-        break;
-      ++key_end;
-    }
+    const unsigned char* const key_end = run_key_end(q, limit);
     if (key_end && key_end - q >= 16) {
       // Every byte counts: runs of one program share long prefixes and suffixes. Four lanes of
       // 8 bytes each, as one lane is a chain of multiplies whose latency bounds the loop. No
