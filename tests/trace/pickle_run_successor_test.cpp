@@ -85,9 +85,11 @@ class Writer {
   std::uint32_t action_slot_ = 0, frames_slot_ = 0, alloc_slot_ = 0;
 };
 
-// A stack of `n` frames from `first` on, every third one from far up the memo (LONG_BINGET).
+// A stack of `n` frames from `first` on, every third one from frames 200-399 (slots 202-401: a
+// LONG_BINGET from slot 256 on), so that runs mix both GET opcodes.
 std::vector<std::uint32_t> stack(int first, int n) {
   std::vector<std::uint32_t> s;
+  s.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) s.push_back(Writer::frame(i % 3 == 2 ? 200 + (first + i) % 200 : (first + i) % 200));
   return s;
 }
