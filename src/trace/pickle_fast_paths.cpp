@@ -53,23 +53,24 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
   // taken for the end wrongly only changes the key's length. A hit is confirmed by comparing the
   // whole run and seeing a non-GET opcode after it. The same bytes from the same start decode the
   // same way; their indices were below the memo size of that time, and set slots stay set.
+  // First the run that followed the last two the last time (run_successors_): the same
+  // confirmation as a run-memo hit below, without finding the key's end or hashing it.
+  const std::uint64_t context = run_context();
+  {
+    const RunSuccessor& s = run_successors_[context >> (64 - kRunSuccessorBits)];
+    const std::size_t length = s.next.length;
+    if (s.context == context && length != 0 && static_cast<std::size_t>(end - q) > length &&
+        kGetLength[q[length]] == 0 && std::memcmp(q, s.next.start, length) == 0) {
+      run_before_last_ = last_run_;
+      last_run_ = s.next.hash;
+      return q + length;
+    }
+  }
   RunMemo* memo_slot = nullptr;
   std::uint64_t run_hash = 0;
   if (end - q >= 16) {
     const unsigned char* const limit = q + std::min<std::ptrdiff_t>(end - q, 4096);
-    const unsigned char* key_end = q;
-    for (;;) {
-      key_end =
-          static_cast<const unsigned char*>(std::memchr(key_end, APPENDS, static_cast<std::size_t>(limit - key_end)));
-      if (!key_end || limit - key_end < 5) {
-        key_end = nullptr;
-        break;
-      }
-      if (key_end[1] == SETITEMS ||
-          (kGetLength[key_end[1]] | kGetLength[key_end[2]] | kGetLength[key_end[3]] | kGetLength[key_end[4]]) == 0)
-        break;
-      ++key_end;
-    }
+    const unsigned char* const key_end = run_key_end(q, limit);
     if (key_end && key_end - q >= 16) {
       // Every byte counts: runs of one program share long prefixes and suffixes. Four lanes of
       // 8 bytes each, as one lane is a chain of multiplies whose latency bounds the loop. No
@@ -101,6 +102,7 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
         if (m.hash == run_hash && length != 0 && static_cast<std::size_t>(end - q) > length &&
             kGetLength[q[length]] == 0 && std::memcmp(q, m.start, length) == 0) {
           if (way == 1) std::swap(memo_slot[0], memo_slot[1]);  // the last used comes first
+          remember_run(memo_slot[0]);
           q += length;
           goto decoded;
         }
@@ -130,9 +132,20 @@ const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
   if (memo_slot && q < end && kGetLength[*q] == 0) {
     memo_slot[1] = memo_slot[0];  // the least recently used way goes
     memo_slot[0] = RunMemo{run_hash, at, static_cast<std::size_t>(q - at)};
+    remember_run(memo_slot[0]);
+  } else {
+    last_run_ = run_before_last_ = 0;  // no key: the next run has no context
   }
 decoded:
   return q;
+}
+
+// `run` (checked, and ended at another opcode, as a run-memo entry) came after the last two runs.
+void Machine::remember_run(const RunMemo& run) {
+  const std::uint64_t context = run_context();
+  if (last_run_ != 0 && run_before_last_ != 0) run_successors_[context >> (64 - kRunSuccessorBits)] = {context, run};
+  run_before_last_ = last_run_;
+  last_run_ = run.hash;
 }
 
 // A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs

@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "fraglab/seeded_hash.hpp"
@@ -104,6 +108,52 @@ inline std::size_t utf8_error_offset(const unsigned char* s, std::size_t n) {
     i += len;
   }
   return n;
+}
+
+// Where take_get_run's memo key for a run of GETs starting at `q` ends (valid_get_run_end): the
+// first APPENDS byte in [q, limit) that is followed by SETITEMS or has no GET opcode byte in the
+// four after it, which is where a list of frames ends; nullptr when there is none at least 5 bytes
+// before `limit`. Only the key depends on it (hits are confirmed byte for byte), but the same
+// bytes must always give the same key. Was a memchr per APPENDS byte (two calls per run, as an
+// index byte often is one); SSE2 looks at 16 bytes at a time and at every APPENDS byte in them
+// without a call. tests/trace/pickle_run_key_test.cpp compares it with the byte-by-byte rule.
+inline const unsigned char* run_key_end(const unsigned char* q, const unsigned char* limit) {
+  auto ends_here = [](const unsigned char* e) {
+    return e[1] == SETITEMS || (kGetLength[e[1]] | kGetLength[e[2]] | kGetLength[e[3]] | kGetLength[e[4]]) == 0;
+  };
+#if defined(__SSE2__)
+  const __m128i appends = _mm_set1_epi8(static_cast<char>(APPENDS));
+  auto block = [&](int at) {
+    return _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + at)), appends);
+  };
+  // The APPENDS bytes of 64 bytes at once (frames runs are 100-300 bytes), then of 16.
+  for (; limit - q >= 64; q += 64) {
+    const __m128i b0 = block(0), b1 = block(16), b2 = block(32), b3 = block(48);
+    if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(b0, b1), _mm_or_si128(b2, b3))) == 0) continue;
+    auto bits = static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(b0))) |
+                static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(b1))) << 16 |
+                static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(b2))) << 32 |
+                static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(b3))) << 48;
+    for (; bits; bits &= bits - 1) {
+      const unsigned char* e = q + std::countr_zero(bits);
+      if (limit - e < 5) return nullptr;  // the first APPENDS byte too near the end, as below
+      if (ends_here(e)) return e;
+    }
+  }
+  for (; limit - q >= 16; q += 16) {
+    for (auto bits = static_cast<unsigned>(_mm_movemask_epi8(block(0))); bits; bits &= bits - 1) {
+      const unsigned char* e = q + std::countr_zero(bits);
+      if (limit - e < 5) return nullptr;
+      if (ends_here(e)) return e;
+    }
+  }
+#endif
+  for (; q < limit; ++q) {
+    if (*q != APPENDS) continue;
+    if (limit - q < 5) return nullptr;
+    if (ends_here(q)) return q;
+  }
+  return nullptr;
 }
 
 // A stack of values whose push is inlined (std::vector::push_back stayed an out-of-line call and
@@ -287,6 +337,21 @@ class Machine {
   static constexpr unsigned kRunMemoBits = 11;
   std::array<RunMemo, std::size_t{1} << kRunMemoBits> run_memo_{};
   std::uint64_t run_seed_ = hash_seed();
+  // The run that came after the last two runs (by their hashes) the last time they came in that
+  // order: a training step calls the same code in the same order, so the next stack is usually
+  // the one that followed the same two stacks before (3 in 4 runs of the real snapshots). It is
+  // tried first, confirmed byte for byte as a run-memo hit is, which spares finding the key's
+  // end and hashing it (see valid_get_run_end).
+  struct RunSuccessor {
+    std::uint64_t context = 0;  // of the two runs before
+    RunMemo next;               // length 0: an empty slot
+  };
+  static constexpr unsigned kRunSuccessorBits = 11;
+  std::array<RunSuccessor, std::size_t{1} << kRunSuccessorBits> run_successors_{};
+  std::uint64_t run_before_last_ = 0;  // hashes of the last two runs (0: unknown)
+  std::uint64_t last_run_ = 0;
+  std::uint64_t run_context() const { return seeded_hash(last_run_ ^ std::rotl(run_before_last_, 29), run_seed_); }
+  void remember_run(const RunMemo& run);
   std::uint64_t text_index(std::string_view s) const {
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
