@@ -309,5 +309,22 @@ TEST(JsonlCanonicalLine, MutatedLinesAgreeWithTheStrictScannerAndSimdjson) {
   EXPECT_GT(accepted, 300u);  // the comparison did exercise the fast reader
 }
 
+// The event vector is sized once from a count of the remaining lines (16 bytes a step, byte-lane
+// counters summed every 255 steps), exact: the capacity is one more than the lines after the
+// header (a final line without '\n' would count as one).
+TEST(JsonlCanonicalLine, EventVectorIsSizedFromAnExactLineCount) {
+  for (const std::size_t lines : {0, 1, 2, 15, 16, 17, 300, 4079, 4080, 4081, 9000}) {
+    std::string events = "{\"fraglab_trace\":1}\n", blanks = events;
+    for (std::size_t i = 0; i < lines; ++i) {
+      events += "{\"op\":\"empty_cache\"}\n";  // 21 bytes
+      blanks += std::string(15, ' ') + "\n";   // 16 bytes: every '\n' in one lane, 255 per batch
+    }
+    const Trace t = parse_jsonl(events, "count.jsonl");
+    EXPECT_EQ(t.events.size(), lines);
+    EXPECT_EQ(t.events.capacity(), lines + 1) << lines;
+    EXPECT_EQ(parse_jsonl(blanks, "blank.jsonl").events.capacity(), lines + 1) << lines;
+  }
+}
+
 }  // namespace
 }  // namespace fraglab
