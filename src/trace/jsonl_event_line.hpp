@@ -1,7 +1,9 @@
 // One JSONL event line, read into plain slots before its op is interpreted (JSON objects are
-// unordered: "op" may come last). Two readers fill these slots:
-//  - scan_event_line() below: a strict, allocation-free scanner for the compact form every writer
-//    emits (jsonl_writer.cpp), which is most of any real file;
+// unordered: "op" may come last). Three readers fill these slots:
+//  - scan_canonical_line() (jsonl_canonical_line.hpp): only the writer's exact alloc/free* lines,
+//    tried first;
+//  - scan_event_line() below: a strict, allocation-free scanner for the compact form writers emit
+//    (jsonl_writer.cpp), in any key order and for every op: the lines the first one declines;
 //  - the simdjson On-Demand reader in jsonl_reader.cpp, for every line the scanner declines.
 //
 // Invariants:
@@ -11,7 +13,7 @@
 //    (JSON grammar, at most 19 digits, so they cannot overflow), true, false or null;
 //  - on anything else it returns false having decided nothing, and simdjson reads the line
 //    again: so every error message, and every unusual but valid line, comes from one reader;
-//  - both readers fill the same slots the same way (last duplicate key wins, unknown keys with
+//  - all readers fill the same slots the same way (last duplicate key wins, unknown keys with
 //    scalar values are ignored), which the tests check by reading lines both ways.
 #pragma once
 

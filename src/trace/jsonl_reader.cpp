@@ -11,12 +11,13 @@
 //    label, value, tag), which is the order the writer relies on to omit "strings";
 //  - a mark's value is kept as its exact JSON text, so it is written back byte for byte.
 //
-// Speed (~200 ns per event is the budget): each event line is first offered to the strict
-// scanner of jsonl_event_line.hpp, which reads the compact form writers emit in place, without
+// Speed (~100 ns per event is the budget): each event line is first offered to the reader of
+// the writer's exact line shape (jsonl_canonical_line.hpp), then to the strict scanner of
+// jsonl_event_line.hpp, which reads the compact form writers emit in place, without
 // first finding the line's end. Any line it declines — whitespace, escapes, floats, nesting, or
 // an error — goes to one reused simdjson On-Demand parser, straight from the caller's buffer
 // (only a line within SIMDJSON_PADDING bytes of the end is copied, to give simdjson its padding).
-// Both fill the same plain slots, which make_event() then interprets by op. The header is always
+// All three fill the same plain slots, which make_event() then interprets by op. The header is always
 // read by simdjson.
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -29,9 +30,14 @@
 #include <string>
 #include <unordered_map>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/json_text.hpp"
+#include "trace/jsonl_canonical_line.hpp"
 #include "trace/jsonl_event_line.hpp"
 #include "trace/jsonl_reader.hpp"
 #include "trace/live_allocations.hpp"
@@ -51,6 +57,31 @@ class Interner {
   explicit Interner(std::vector<std::string>& strings) : strings_(strings) { recent_.fill(kNoString); }
 
   std::uint32_t intern(std::string_view s) {
+    // Tags are short: a string of at most 8 bytes is its own key (its bytes in a word, plus its
+    // length) in a direct-mapped cache, one word compare with no memcmp call. An entry only ever
+    // holds what intern_slow() returned for that string, and strings_ only grows, so the cache
+    // changes no index.
+    if (s.size() > 8) return intern_slow(s);
+    std::uint64_t key = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) key |= std::uint64_t{static_cast<unsigned char>(s[i])} << (8 * i);
+    // Two multiplies: with one, "act" and "grad" (the generator's tags) shared a slot.
+    std::uint64_t h = (key + s.size()) * 0x9E3779B97F4A7C15ull;
+    ShortEntry& e = short_[((h ^ (h >> 29)) * 0x9E3779B97F4A7C15ull) >> 58];
+    if (e.index != kNoString && e.key == key && e.size == s.size()) return e.index;
+    const std::uint32_t i = intern_slow(s);
+    e = ShortEntry{key, static_cast<std::uint32_t>(s.size()), i};
+    return i;
+  }
+
+  // Header "strings": taken verbatim, in order (a duplicate keeps its first index for lookups).
+  void add_verbatim(std::string_view s) {
+    strings_.emplace_back(s);
+    index_.emplace(strings_.back(), static_cast<std::uint32_t>(strings_.size() - 1));
+  }
+
+ private:
+  // Out of line: inlined, its register saves cost the short-string hit path more than it does.
+  [[gnu::noinline]] std::uint32_t intern_slow(std::string_view s) {
     // A few tags make up almost every lookup: a tiny direct-mapped cache, keyed by length and end
     // bytes, answers them with one compare instead of hashing the whole string. The second byte
     // too: without it "param", "comm" and "temp" (the generator's tags) shared one slot and
@@ -75,13 +106,13 @@ class Interner {
     return i;
   }
 
-  // Header "strings": taken verbatim, in order (a duplicate keeps its first index for lookups).
-  void add_verbatim(std::string_view s) {
-    strings_.emplace_back(s);
-    index_.emplace(strings_.back(), static_cast<std::uint32_t>(strings_.size() - 1));
-  }
-
  private:
+  struct ShortEntry {
+    std::uint64_t key = 0;
+    std::uint32_t size = 0;
+    std::uint32_t index = kNoString;  // kNoString = empty
+  };
+  std::array<ShortEntry, 64> short_{};
   std::vector<std::string>& strings_;
   // Searched with a string_view (transparent), no std::string built. Seeded per process: a fixed
   // hash (std::hash) lets a trace list strings that all land in one bucket. Only looked up.
@@ -89,11 +120,27 @@ class Interner {
   std::array<std::uint32_t, 61> recent_;  // indices into strings_, kNoString = empty
 };
 
-// Lines in s (a final line without '\n' included), eight bytes at a time: one memchr call per
-// line cost more than a tenth of the whole parse.
+// Lines in s (a final line without '\n' included): only for reserving the event vector, so it
+// changes no result. 16 bytes a step with SSE2 (part of every x86-64): each byte lane counts the
+// newlines it saw, summed every 255 steps before a lane could overflow; the rest 8 bytes a step.
+// One memchr call per line cost more than a tenth of the whole parse, and the 8-byte loop alone
+// still ~15 % of it.
 std::size_t count_lines(std::string_view s) {
   constexpr std::uint64_t kOnes = 0x0101010101010101ull, kLow7 = 0x7F7F7F7F7F7F7F7Full;
   std::size_t n = 1, i = 0;
+#if defined(__SSE2__)
+  const __m128i newline = _mm_set1_epi8('\n');
+  while (s.size() - i >= 16) {
+    const std::size_t steps = std::min<std::size_t>((s.size() - i) / 16, 255);
+    __m128i lanes = _mm_setzero_si128();
+    for (std::size_t k = 0; k < steps; ++k, i += 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+      lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(v, newline));  // a match is -1
+    }
+    const __m128i sums = _mm_sad_epu8(lanes, _mm_setzero_si128());  // two 16-bit sums
+    n += static_cast<std::size_t>(_mm_cvtsi128_si32(sums)) + static_cast<std::size_t>(_mm_extract_epi16(sums, 4));
+  }
+#endif
   for (; i + 8 <= s.size(); i += 8) {
     std::uint64_t v;
     std::memcpy(&v, s.data() + i, 8);
@@ -136,8 +183,8 @@ class JsonlReader {
       line_no_ = 1;  // nothing but blank lines: the header is missing from the first line
       fail("empty input: expected a header line {\"fraglab_trace\": 1, ...}");
     }
-    // At most one event per remaining line: counting them (8 bytes a step, ~2% of the parse)
-    // sizes the event vector once instead of regrowing and copying it ~20 times on large traces.
+    // At most one event per remaining line: counting them (16 bytes a step) sizes the event
+    // vector once instead of regrowing and copying it ~20 times on large traces.
     trace_.events.reserve(count_lines(text_.substr(pos_)));
     read_events_in_window(trace_.events);
     return std::move(trace_);
@@ -164,9 +211,21 @@ class JsonlReader {
     std::string_view line;
     while (pos_ < text_.size()) {
       if (progress_ && (line_no_ & kProgressLines) == 0) progress_(offset_ + pos_, total_);
+      // Fastest path: the writer's own line shape (jsonl_canonical_line.hpp), read 8 bytes at a
+      // time without finding the line's end first; it needs kCanonicalRoom readable bytes, so the
+      // last few lines of a window or text take the next path.
+      EventFields f;
+      const char* newline;
+      if (text_.size() - pos_ >= detail::kCanonicalRoom &&
+          detail::scan_canonical_line(text_.data() + pos_, f, newline)) {
+        ++line_no_;
+        pos_ = static_cast<std::size_t>(newline + 1 - text_.data());
+        make_event(f, out.emplace_back());
+        continue;
+      }
       // Fast path: the strict scanner reads the line in place and finds its end itself, so a
       // well-formed line is touched once.
-      EventFields f;
+      f = EventFields{};
       std::size_t length;
       if (detail::scan_event_line(text_.substr(pos_), f, length)) {
         ++line_no_;
