@@ -53,7 +53,7 @@ TEST(SimDeviceRandom, MallocFreeMapUnmapMatchAPageByPageReference) {
     for (int step = 0; step < 3000; ++step) {
       switch (pick(4)) {
         case 0: {  // malloc: small sizes mostly, sometimes pages
-          const Bytes size = pick(4) == 0 ? (1 + pick(6)) * MiB + pick(3) : 1 + pick(20000);
+          const Bytes size = pick(4) == 0 ? (1 + pick(60)) * MiB + pick(3) : 1 + pick(20000);
           const Bytes footprint = round_up(size, 512);
           const auto addr = device.malloc(size);
           if (ref.reserved + footprint > ref.limit) {
