@@ -16,11 +16,11 @@
 #pragma once
 
 #include <deque>
-#include <map>
 #include <memory>
 #include <string_view>
 
 #include "fraglab/device.hpp"
+#include "fraglab/node_pool.hpp"
 
 namespace fraglab {
 
@@ -73,8 +73,12 @@ class SimDevice final : public Device {
     Bytes size;
     bool vmm;  // reserved address range (pages mapped separately) vs a malloc range
   };
+  struct Placed {
+    Addr addr;
+    PooledMap<Addr, Range>::const_iterator next;  // the first range after addr: the insert hint
+  };
   bool range_is_free(Addr addr, Bytes size) const;
-  Addr place(Bytes size, Addr at);
+  Placed place(Bytes size, Addr at);
   const std::pair<const Addr, Range>* containing_vmm_range(Addr addr, Bytes size) const;
   bool overlaps_mapping(Addr addr, Bytes size) const;  // mapped pages or aliases
   bool aliased(Addr addr, Bytes size) const;           // some alias's source overlaps
@@ -82,13 +86,15 @@ class SimDevice final : public Device {
   SimDeviceConfig config_;
   Bytes physical_in_use_ = 0;
   Addr next_address_ = kBaseAddress;
-  std::map<Addr, Range> ranges_;        // address space in use, by start address
-  std::map<Addr, Bytes> mapped_pages_;  // mapped runs (page multiples), by start address
+  // Pooled nodes (fraglab/node_pool.hpp): a malloc or free of a policy inserts or erases one on
+  // nearly every event, and a node from the heap costs more than the tree operation.
+  PooledMap<Addr, Range> ranges_;        // address space in use, by start address
+  PooledMap<Addr, Bytes> mapped_pages_;  // mapped runs (page multiples), by start address
   struct Alias {
     Bytes size;
     Addr source;
   };
-  std::map<Addr, Alias> aliases_;  // mapped aliases, by start address (never merged)
+  PooledMap<Addr, Alias> aliases_;  // mapped aliases, by start address (never merged)
   std::deque<Addr> malloc_hints_;
   std::deque<Addr> range_hints_;
 };

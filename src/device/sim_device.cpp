@@ -52,13 +52,19 @@ bool SimDevice::range_is_free(Addr addr, Bytes size) const {
   return true;
 }
 
-Addr SimDevice::place(Bytes size, Addr at) {
-  if (at != kAnyAddress && range_is_free(at, size)) return at;
+SimDevice::Placed SimDevice::place(Bytes size, Addr at) {
+  if (at != kAnyAddress && range_is_free(at, size)) return {at, ranges_.lower_bound(at)};
   const Bytes alignment = size >= kPage ? kPage : kMallocAlignment;
   Addr addr = align_up(next_address_, alignment);
+  // The usual case, without a search: the bump pointer is past the end of the last range (ranges
+  // never overlap, so no range ends later than the one that starts last).
+  if (ranges_.empty() || std::prev(ranges_.end())->first + std::prev(ranges_.end())->second.size <= addr) {
+    next_address_ = addr + size;
+    return {addr, ranges_.end()};
+  }
   // Skip past ranges placed at requested addresses that lie in the bump pointer's way.
   for (;;) {
-    auto next = ranges_.lower_bound(addr);
+    const auto next = ranges_.lower_bound(addr);
     if (next != ranges_.begin()) {
       auto prev = std::prev(next);
       if (prev->first + prev->second.size > addr) {
@@ -70,10 +76,9 @@ Addr SimDevice::place(Bytes size, Addr at) {
       addr = align_up(next->first + next->second.size, alignment);
       continue;
     }
-    break;
+    next_address_ = addr + size;
+    return {addr, next};
   }
-  next_address_ = addr + size;
-  return addr;
 }
 
 std::optional<Addr> SimDevice::do_malloc(Bytes size, Addr at) {
@@ -83,10 +88,11 @@ std::optional<Addr> SimDevice::do_malloc(Bytes size, Addr at) {
     at = malloc_hints_.front();
     malloc_hints_.pop_front();
   }
-  const Addr addr = place(footprint, at);
-  ranges_.emplace(addr, Range{footprint, false});
+  const Placed placed = place(footprint, at);
+  // Inserted at the position place() found: no second search of the tree.
+  ranges_.emplace_hint(placed.next, placed.addr, Range{footprint, false});
   physical_in_use_ += footprint;
-  return addr;
+  return placed.addr;
 }
 
 Bytes SimDevice::do_free(Addr addr) {
@@ -107,9 +113,9 @@ std::optional<Addr> SimDevice::do_reserve_range(Bytes size, Addr at) {
     at = range_hints_.front();
     range_hints_.pop_front();
   }
-  const Addr addr = place(rounded, at);
-  ranges_.emplace(addr, Range{rounded, true});
-  return addr;
+  const Placed placed = place(rounded, at);
+  ranges_.emplace_hint(placed.next, placed.addr, Range{rounded, true});  // (see do_malloc)
+  return placed.addr;
 }
 
 void SimDevice::do_release_range(Addr addr) {

@@ -14,7 +14,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <unordered_map>
 
 namespace fraglab {
@@ -27,7 +30,9 @@ struct LiveAllocation {
   bool out_of_memory = false;   // the alloc failed: frees of this id are ignored
 };
 
-// Live allocations by id: a flat vector when ids are dense (traces we write, snapshots), a hash
+static_assert(std::is_trivially_destructible_v<LiveAllocation>, "LiveTable never destroys its dense slots");
+
+// Live allocations by id: a flat array when ids are dense (traces we write, snapshots), a hash
 // map otherwise (hand-written traces may use any u64). A streamed replay (Replayer::start) does not
 // know its ids in advance: it keeps them in pages of a paged table while they are dense (an id
 // below twice the events seen so far), dropping each page once nothing in it is live, so it holds
@@ -44,15 +49,20 @@ class LiveTable {
     }
     const std::uint64_t dense_limit = 2 * (trace.events.size() + trace.initial.allocations.size()) + 1024;
     dense_ = max_id < dense_limit;
-    if (dense_) slots_.resize(max_id + 1);
+    if (dense_) {
+      // Uninitialised storage: the slots are constructed up to the highest id used so far (touch),
+      // as the replay reaches them, instead of all of them up front (a fill of the whole table
+      // per run); a slot not constructed yet is not in use for find().
+      storage_ = std::make_unique_for_overwrite<std::byte[]>((max_id + 1) * sizeof(LiveAllocation));
+    }
   }
   LiveAllocation& operator[](AllocId id) {
-    if (dense_) return slots_[id];
+    if (dense_) return touch(id);
     if (paged_) return paged_slot(id);
     return sparse_[id];
   }
   LiveAllocation* find(AllocId id) {
-    if (dense_) return id < slots_.size() && slots_[id].in_use ? &slots_[id] : nullptr;
+    if (dense_) return id < constructed_ && slot(id).in_use ? &slot(id) : nullptr;
     if (paged_ && (id >> kPageBits) < pages_.size()) {
       Page* page = pages_[id >> kPageBits].get();
       if (page != nullptr && page->slots[id & kPageMask].in_use) return &page->slots[id & kPageMask];
@@ -62,7 +72,7 @@ class LiveTable {
   }
   void erase(AllocId id) {
     if (dense_) {
-      slots_[id] = LiveAllocation{};
+      slot(id) = LiveAllocation{};  // find() returned it: constructed
       return;
     }
     if (paged_ && (id >> kPageBits) < pages_.size()) {
@@ -85,6 +95,17 @@ class LiveTable {
     std::array<LiveAllocation, std::size_t{1} << kPageBits> slots{};
     std::uint32_t live = 0;  // slots in use
   };
+  LiveAllocation& slot(AllocId id) {
+    return std::launder(reinterpret_cast<LiveAllocation*>(storage_.get()))[id];  // NOLINT: see touch()
+  }
+  // Dense: the slot of `id`, constructing the slots up to it that were not yet (ids of a trace
+  // mostly come in order, so this is a slot or a few at a time).
+  LiveAllocation& touch(AllocId id) {
+    for (; constructed_ <= id; ++constructed_) {
+      ::new (static_cast<void*>(storage_.get() + constructed_ * sizeof(LiveAllocation))) LiveAllocation{};
+    }
+    return slot(id);
+  }
   LiveAllocation& paged_slot(AllocId id) {
     if (id >= dense_bound_) return sparse_[id];
     const std::size_t p = static_cast<std::size_t>(id >> kPageBits);
@@ -99,7 +120,10 @@ class LiveTable {
   bool paged_ = false;
   std::uint64_t dense_bound_ = 1024;
   std::vector<std::unique_ptr<Page>> pages_;
-  std::vector<LiveAllocation> slots_;
+  // Dense: room for a slot per id up to the trace's largest, of which the first constructed_ are
+  // constructed (LiveAllocation is trivially destructible: nothing to destroy).
+  std::unique_ptr<std::byte[]> storage_;
+  std::size_t constructed_ = 0;
   std::unordered_map<AllocId, LiveAllocation, SeededHash> sparse_;  // seeded: ids come from the trace
 };
 
@@ -191,6 +215,11 @@ void Replayer::feed(std::span<const Event> events) {
   Bytes held = run_->held;
   Bytes best_reserved = run_->best_reserved;
   Bytes lowest_reserved = run_->lowest_reserved;
+  // Kept in registers for the loop (the policy's calls could otherwise change them, for all the
+  // compiler knows) and stored back below.
+  Bytes peak_requested = m.peak_requested;
+  Bytes peak_allocated = m.peak_allocated;
+  const bool stop_on_oom = options_.stop_on_oom;
   // Event indices count from the first event of the trace, whichever piece this is.
   const std::uint64_t first = run_->index;
   std::uint64_t index = first;
@@ -263,19 +292,21 @@ void Replayer::feed(std::span<const Event> events) {
       // Still at the peak (a cache, or a static arena, holds it): the busiest moment counts.
       m.allocated_at_peak_reserved = allocated;
     }
-    m.peak_requested = std::max(m.peak_requested, requested);
-    m.peak_allocated = std::max(m.peak_allocated, allocated);
+    peak_requested = std::max(peak_requested, requested);
+    peak_allocated = std::max(peak_allocated, allocated);
     if (!observers_.empty()) {
       const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out};
       for (ReplayObserver* o : observers_) o->on_event(point);
     }
-    if (!result.ooms.empty() && options_.stop_on_oom && e.op == Op::Alloc && handed_out == nullptr) {
+    if (stop_on_oom && e.op == Op::Alloc && handed_out == nullptr && !result.ooms.empty()) {
       result.stopped_on_oom = true;
       run_->stopped = true;
       ++index;
       break;
     }
   }
+  m.peak_requested = peak_requested;
+  m.peak_allocated = peak_allocated;
   run_->index = index;
   run_->requested = requested;
   run_->allocated = allocated;
