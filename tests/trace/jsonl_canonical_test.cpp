@@ -12,6 +12,7 @@
 #include "fraglab/trace_io.hpp"
 #include "fraglab/workload.hpp"
 #include "support/command.hpp"
+#include "support/line_mutation.hpp"
 #include "trace/jsonl_canonical_line.hpp"
 #include "trace/jsonl_event_line.hpp"
 
@@ -268,21 +269,7 @@ TEST(JsonlCanonicalLine, MutatedLinesAgreeWithTheStrictScannerAndSimdjson) {
   std::size_t accepted = 0;
   for (int round = 0; round < 4000; ++round) {
     std::string line = lines[rng() % lines.size()];
-    for (int edits = 1 + static_cast<int>(rng() % 2); edits > 0; --edits) {
-      const std::size_t at = rng() % (line.size() + 1);
-      const char c = alphabet[rng() % alphabet.size()];
-      switch (rng() % 3) {
-        case 0:
-          if (at < line.size()) line[at] = c;
-          break;
-        case 1:
-          if (at < line.size()) line.erase(at, 1);
-          break;
-        default:
-          line.insert(at, 1, c);
-          break;
-      }
-    }
+    testing::mutate_line(line, rng, alphabet, 2);
     if (line.find('\n') != std::string::npos) continue;  // one line at a time
     const Scan c = canonical(line);
     if (c.accepted) {

@@ -11,6 +11,7 @@
 
 #include "fraglab/trace_io.hpp"
 #include "support/events.hpp"
+#include "support/line_mutation.hpp"
 #include "trace/jsonl_event_line.hpp"
 
 namespace fraglab {
@@ -359,21 +360,7 @@ TEST(JsonlRead, MutatedLinesReadTheSameThroughBothReaders) {
   std::size_t accepted_fast = 0;
   for (int round = 0; round < 6000; ++round) {
     std::string line = lines[rng() % lines.size()];
-    for (int edits = 1 + static_cast<int>(rng() % 3); edits > 0; --edits) {
-      std::size_t at = rng() % (line.size() + 1);
-      char c = alphabet[rng() % alphabet.size()];
-      switch (rng() % 3) {
-        case 0:
-          if (at < line.size()) line[at] = c;
-          break;
-        case 1:
-          if (at < line.size()) line.erase(at, 1);
-          break;
-        default:
-          line.insert(at, 1, c);
-          break;
-      }
-    }
+    testing::mutate_line(line, rng, alphabet, 3);
     detail::EventFields f;
     std::size_t length;
     if (detail::scan_event_line(line, f, length)) ++accepted_fast;
