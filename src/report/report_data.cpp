@@ -202,18 +202,23 @@ PolicyReport gather_policy_report(const Trace& trace, const std::string& spec, c
     AnatomySampler sampler(anatomy, trace.events.size());
     ReplayObservers observers;
     observers.extra = {&recorder, &sampler};
-    observers.anatomy = true;  // at the peak exactly (run_replay replays again when it must)
     report.result = run_replay(trace, spec, device, options, observers);
+  }
+  {
+    // The second replay passes the peak event for the live allocations and segments anyway, so the
+    // anatomy at the peak is taken there too: never a third replay (run_replay's fallback).
+    PolicyOnDevice run(spec, device);
+    const std::int64_t peak_event = report.result.metrics.peak_reserved_event;
+    PeakRecorder recorder(report, peak_event);
+    AnatomyAtEvent at_peak(run.device(), peak_event);
+    ReplayObservers observers;
+    observers.extra = {&recorder, &at_peak};
+    run.run(trace, options, observers);
+    report.result.anatomy_at_peak = at_peak.anatomy();
   }
   if (report.result.anatomy_at_peak) {
     anatomy.at_peak = anatomy_parts(*report.result.anatomy_at_peak);
     report.anatomy = std::move(anatomy);
-  }
-  {
-    PeakRecorder recorder(report, report.result.metrics.peak_reserved_event);
-    ReplayObservers observers;
-    observers.extra = {&recorder};
-    run_replay(trace, spec, device, options, observers);
   }
   report.alloc_conf = alloc_conf_line(spec).value_or("");
   return report;
