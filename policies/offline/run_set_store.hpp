@@ -81,6 +81,23 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
   return static_cast<std::size_t>(o - out);
 }
 
+// Adds [run.begin, run.end) to a sorted set of disjoint, non-touching runs held in a vector.
+inline void add_run(std::vector<OffsetRun>& set, OffsetRun run) {
+  // The runs from the first that ends at or after run.begin to the last that starts at or before
+  // run.end touch or overlap it: they and it become one run.
+  const auto first =
+      std::lower_bound(set.begin(), set.end(), run.begin, [](const OffsetRun& r, Bytes b) { return r.end < b; });
+  auto last = first;
+  while (last != set.end() && last->begin <= run.end) ++last;
+  if (first == last) {
+    set.insert(first, run);
+    return;
+  }
+  first->begin = std::min(first->begin, run.begin);
+  first->end = std::max(last[-1].end, run.end);
+  set.erase(first + 1, last);
+}
+
 class RunSetStore {
  public:
   // Room for `expected_runs` before the pool first grows (memory only: nothing is written).
