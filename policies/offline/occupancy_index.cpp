@@ -22,6 +22,7 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
   if (!queries.empty()) {
     queries_ = queries;
     note_reads(queries);
+    insert_log_.reserve(queries.size());  // (the planner's case: one insert per query)
   }
 }
 
