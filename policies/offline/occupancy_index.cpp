@@ -22,7 +22,7 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
   if (!queries.empty()) {
     queries_ = queries;
     note_reads(queries);
-    insert_log_.reserve(queries.size());  // (the planner's case: one insert per query)
+    insert_log_.reserve(kMinCompactAt);
   }
 }
 
@@ -75,11 +75,24 @@ std::span<const OffsetRun> OccupancyIndex::extend_answer(std::uint32_t q, std::u
   answer.runs = earlier.runs;
   const auto [first, last] = queries_[q];
   for (std::uint32_t i = earlier.inserts; i < inserts_; ++i) {
-    const LoggedInsert& logged = insert_log_[i];
+    const LoggedInsert& logged = insert_log_[i - log_first_];
     if (logged.first < last && first < logged.last) add_run(answer.runs, logged.run);
   }
   answer.inserts = inserts_;
   return answer.runs;
+}
+
+void OccupancyIndex::compact_log() {
+  // A query still to come extends the kept answer of one of the kReuseWindow queries before it
+  // at most; such an answer has seen the inserts before its own count.
+  std::uint32_t oldest_needed = inserts_;
+  const std::uint32_t from = queries_done_ > kReuseWindow ? queries_done_ - kReuseWindow : 0;
+  for (std::uint32_t n = from; n < queries_done_; ++n) {
+    if (keeps_[n]) oldest_needed = std::min(oldest_needed, kept_[n % kept_.size()].inserts);
+  }
+  insert_log_.erase(insert_log_.begin(), insert_log_.begin() + (oldest_needed - log_first_));
+  log_first_ = oldest_needed;
+  compact_at_ = std::max(kMinCompactAt, 2 * insert_log_.size());  // (amortized: what is left doubles first)
 }
 
 OccupancyIndex::PartialPaths OccupancyIndex::partial_paths(std::uint32_t first, std::uint32_t last) const {
@@ -105,7 +118,10 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
     throw std::length_error("offline: more inserts than the occupancy index counts (2^32)");
   }
   ++inserts_;
-  if (!queries_.empty()) insert_log_.push_back(LoggedInsert{first, last, taken});
+  if (!queries_.empty()) {
+    insert_log_.push_back(LoggedInsert{first, last, taken});
+    if (insert_log_.size() >= compact_at_) compact_log();
+  }
   // The canonical nodes: the bottom-up decomposition of [first, last).
   const auto store = [&](NodeId v) {
     NodeSets& node = nodes_[v];

@@ -181,7 +181,14 @@ class OccupancyIndex {
     std::uint32_t last;
     OffsetRun run;
   };
+  // The inserts from number log_first_ on: those a kept answer still to be extended has not
+  // seen (older ones are dropped when the log reaches compact_at_, so it stays about the size of
+  // the window on the planner's one insert per query).
   std::vector<LoggedInsert> insert_log_;
+  std::uint32_t log_first_ = 0;
+  std::size_t compact_at_ = kMinCompactAt;
+  static constexpr std::size_t kMinCompactAt = 1024;
+  void compact_log();
   // The query in progress: the sets whose union is the answer, and two buffers to merge in.
   std::vector<RunSet> parts_;
   std::vector<OffsetRun> scratch_[2];

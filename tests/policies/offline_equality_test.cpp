@@ -100,8 +100,10 @@ TEST(OfflinePlanEquality, EveryShippedAndRealTraceMatchesTheDefinition) {
 }
 
 // The index with announced queries drawn from a few slot ranges (so most repeat one of the last
-// few, with 0-3 inserts in between, some of them meeting the range): every answer is the union
-// of the runs inserted so far whose slot ranges meet the query's.
+// few, with 0-3 inserts in between, or 0-39 for odd seeds, some of them meeting the range): every
+// answer is the union of the runs inserted so far whose slot ranges meet the query's. (Thousands
+// of inserts: the log of inserts is compacted several times, also while a kept answer is older
+// than the compaction threshold.)
 TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     Rng rng(seed);
@@ -112,7 +114,10 @@ TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
       ranges.push_back({first, static_cast<std::uint32_t>(first + 1 + rng.below(slots - first))});
     }
     std::vector<offline::SlotRange> queries;
-    for (int q = 0; q < 400; ++q) queries.push_back(ranges[rng.below(rng.below(4) == 0 ? ranges.size() : 2)]);
+    const bool many_inserts = seed % 2 == 1;
+    for (int q = 0; q < (many_inserts ? 300 : 1200); ++q) {
+      queries.push_back(ranges[rng.below(rng.below(4) == 0 ? ranges.size() : 2)]);
+    }
     offline::OccupancyIndex index(slots, queries);
     std::vector<std::pair<offline::SlotRange, offline::OffsetRun>> inserted;
     for (const offline::SlotRange& query : queries) {
@@ -133,7 +138,7 @@ TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
       std::vector<std::pair<Bytes, Bytes>> answer;
       for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) answer.emplace_back(r.begin, r.end);
       ASSERT_EQ(answer, expected) << "seed " << seed << ", query " << &query - queries.data();
-      for (std::uint64_t i = rng.below(4); i > 0; --i) {
+      for (std::uint64_t i = rng.below(many_inserts ? 40 : 4); i > 0; --i) {
         const offline::SlotRange range = rng.below(2) == 0 ? query : ranges[rng.below(ranges.size())];
         const Bytes begin = rng.below(100) * 8;
         const offline::OffsetRun run{begin, begin + 8 * (1 + rng.below(6))};
