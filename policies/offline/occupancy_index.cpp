@@ -19,7 +19,11 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
   const std::size_t cached = std::size_t{2} << (height_ - lowest_cached_height_);  // nodes above that height
   cover_ages_.resize(cached);
   covers_.resize(cached);
-  if (!queries.empty()) note_reads(queries);
+  if (!queries.empty()) {
+    queries_ = queries;
+    note_reads(queries);
+    insert_log_.reserve(kMinCompactAt);
+  }
 }
 
 void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
@@ -27,9 +31,15 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
     throw std::length_error("offline: more queries than the occupancy index counts (2^32)");
   }
   for (NodeSets& node : nodes_) node.own_read_until = node.below_read_until = 0;
+  reuses_.assign(queries.size(), 0);
+  keeps_.assign(queries.size(), 0);
+  kept_.resize(kReuseWindow + 1);
+  // Per first slot: the latest query starting there, as (last slot << 32 | query index + 1).
+  std::vector<std::uint64_t> latest_by_first(slots_, 0);
   for (std::uint32_t q = 0; q < queries.size(); ++q) {
     const auto [first, last] = queries[q];
     if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
+    if (note_repeat(q, latest_by_first)) continue;  // it reads no set
     for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
       if (lo & 1) nodes_[lo++].below_read_until = q + 1;
       if (hi & 1) nodes_[--hi].below_read_until = q + 1;
@@ -45,7 +55,44 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
     nodes_[v].own_read_until =
         std::max({nodes_[v].own_read_until, nodes_[2 * v].own_read_until, nodes_[2 * v + 1].own_read_until});
   }
-  queries_ = queries;
+}
+
+bool OccupancyIndex::note_repeat(std::uint32_t q, std::vector<std::uint64_t>& latest_by_first) {
+  const auto [first, last] = queries_[q];
+  const std::uint64_t latest = latest_by_first[first];
+  latest_by_first[first] = std::uint64_t{last} << 32 | (q + 1);
+  if (latest == 0 || latest >> 32 != last) return false;
+  const auto earlier = static_cast<std::uint32_t>(latest) - 1;
+  if (q - earlier > kReuseWindow) return false;
+  reuses_[q] = earlier + 1;
+  keeps_[earlier] = 1;
+  return true;
+}
+
+std::span<const OffsetRun> OccupancyIndex::extend_answer(std::uint32_t q, std::uint32_t from) {
+  const KeptAnswer& earlier = kept_[from % kept_.size()];
+  KeptAnswer& answer = kept_[q % kept_.size()];  // (not earlier's: q - from <= kReuseWindow)
+  answer.runs = earlier.runs;
+  const auto [first, last] = queries_[q];
+  for (std::uint32_t i = earlier.inserts; i < inserts_; ++i) {
+    const LoggedInsert& logged = insert_log_[i - log_first_];
+    if (logged.first < last && first < logged.last) add_run(answer.runs, logged.run);
+  }
+  answer.inserts = inserts_;
+  return answer.runs;
+}
+
+void OccupancyIndex::compact_log() {
+  // A query still to come extends the kept answer of one of the kReuseWindow queries before it
+  // at most; such an answer has seen the inserts before its own count.
+  std::uint32_t oldest_needed = inserts_;
+  const std::uint32_t from = queries_done_ > kReuseWindow ? queries_done_ - kReuseWindow : 0;
+  for (std::uint32_t n = from; n < queries_done_; ++n) {
+    if (keeps_[n]) oldest_needed = std::min(oldest_needed, kept_[n % kept_.size()].inserts);
+  }
+  insert_log_.erase(insert_log_.begin(), insert_log_.begin() + (oldest_needed - log_first_));
+  log_first_ = oldest_needed;
+  compact_at_ = std::max(kMinCompactAt, 2 * insert_log_.size());  // (amortized: what is left doubles first)
 }
 
 OccupancyIndex::PartialPaths OccupancyIndex::partial_paths(std::uint32_t first, std::uint32_t last) const {
@@ -71,6 +118,10 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
     throw std::length_error("offline: more inserts than the occupancy index counts (2^32)");
   }
   ++inserts_;
+  if (!queries_.empty()) {
+    insert_log_.push_back(LoggedInsert{first, last, taken});
+    if (insert_log_.size() >= compact_at_) compact_log();
+  }
   // The canonical nodes: the bottom-up decomposition of [first, last).
   const auto store = [&](NodeId v) {
     NodeSets& node = nodes_[v];
@@ -117,6 +168,7 @@ std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::ui
       throw std::logic_error("OccupancyIndex: a query other than the next one it was told of");
     }
     ++queries_done_;  // (the sets this query reads were read later until now)
+    if (reuses_[queries_done_ - 1] != 0) return extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1);
   }
   parts_.clear();
   for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
@@ -148,7 +200,12 @@ std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::ui
     add_uncached_own(p.first_leaf, p.left_from, meet);
     add_uncached_own(p.last_leaf, p.right_from, meet);
   }
-  return unite_parts();
+  const std::span<const OffsetRun> answer = unite_parts();
+  if (queries_.empty() || !keeps_[queries_done_ - 1]) return answer;
+  KeptAnswer& kept = kept_[(queries_done_ - 1) % kept_.size()];
+  kept.runs.assign(answer.begin(), answer.end());
+  kept.inserts = inserts_;
+  return kept.runs;
 }
 
 void OccupancyIndex::add_uncached_own(NodeId leaf, std::uint32_t low, std::uint32_t high) {

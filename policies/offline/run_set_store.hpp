@@ -56,29 +56,50 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
   if (i == i_end) return static_cast<std::size_t>(std::copy(j, j_end, out) - out);
   if (j == j_end) return static_cast<std::size_t>(std::copy(i, i_end, out) - out);
   OffsetRun* o = out;
-  // `run` is the output run being grown; the next input run (in begin order) extends it when it
-  // touches or overlaps it, else `run` is done. (`run` is stored at `o` every step, and `o`
-  // moves on only when it is done: o stays behind the runs read, so the spare stores land inside
-  // `out`. Fully branch-free selects measured slower: the branches are mostly predictable.)
-  OffsetRun run = i->begin <= j->begin ? *i : *j;
-  const auto take = [&](const OffsetRun& next) {
-    const bool extends = next.begin <= run.end;
-    *o = run;
-    o += extends ? 0 : 1;
-    run.begin = extends ? run.begin : next.begin;
-    run.end = extends ? std::max(run.end, next.end) : next.end;
-  };
+  // An output run starts at the lower of the two next runs and takes in every next run, from
+  // either set, that touches or overlaps it (a set's own runs never touch each other, but a run
+  // of the other set can bridge them); when neither does, it is done. Once a set runs out, the
+  // rest of the other starts past the last output run: copied as is.
   while (i != i_end && j != j_end) {
-    const bool from_a = i->begin <= j->begin;
-    const OffsetRun next{from_a ? i->begin : j->begin, from_a ? i->end : j->end};
-    i += from_a ? 1 : 0;
-    j += from_a ? 0 : 1;
-    take(next);
+    OffsetRun run;
+    if (i->begin <= j->begin) {
+      run = *i++;
+    } else {
+      run = *j++;
+    }
+    for (;;) {
+      if (i != i_end && i->begin <= run.end) {
+        run.end = std::max(run.end, i->end);
+        ++i;
+      } else if (j != j_end && j->begin <= run.end) {
+        run.end = std::max(run.end, j->end);
+        ++j;
+      } else {
+        break;
+      }
+    }
+    *o++ = run;
   }
-  while (i != i_end) take(*i++);
-  while (j != j_end) take(*j++);
-  *o++ = run;
+  o = std::copy(i, i_end, o);
+  o = std::copy(j, j_end, o);
   return static_cast<std::size_t>(o - out);
+}
+
+// Adds [run.begin, run.end) to a sorted set of disjoint, non-touching runs held in a vector.
+inline void add_run(std::vector<OffsetRun>& set, OffsetRun run) {
+  // The runs from the first that ends at or after run.begin to the last that starts at or before
+  // run.end touch or overlap it: they and it become one run.
+  const auto first =
+      std::lower_bound(set.begin(), set.end(), run.begin, [](const OffsetRun& r, Bytes b) { return r.end < b; });
+  auto last = first;
+  while (last != set.end() && last->begin <= run.end) ++last;
+  if (first == last) {
+    set.insert(first, run);
+    return;
+  }
+  first->begin = std::min(first->begin, run.begin);
+  first->end = std::max(last[-1].end, run.end);
+  set.erase(first + 1, last);
 }
 
 class RunSetStore {

@@ -29,6 +29,7 @@
 #include "fraglab/trace_io.hpp"
 #include "offline/greedy_plan.hpp"
 #include "offline/occupancy_index.hpp"
+#include "policies/offline_reference.hpp"
 #include "policies/rig.hpp"
 #include "support/real_traces.hpp"
 
@@ -427,8 +428,9 @@ TEST(OfflinePlan, HalfOpenIntervalsThatTouchShareMemory) {
   EXPECT_EQ(plan.lower_bound, 5 * u);
 }
 
-// The plan against a direct transcription of the algorithm (every placed request checked against
-// every other): same offsets on random traces; and no two overlapping requests share a byte.
+// The plan against a direct transcription of the algorithm (offline_reference.hpp: every placed
+// request checked against every other): same offsets on random traces; and no two overlapping
+// requests share a byte.
 TEST(OfflinePlan, MatchesTheQuadraticDefinitionOnRandomIntervals) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Rng rng(seed);
@@ -443,45 +445,10 @@ TEST(OfflinePlan, MatchesTheQuadraticDefinitionOnRandomIntervals) {
     std::sort(requests.begin(), requests.end(),
               [](const PlannedRequest& a, const PlannedRequest& b) { return a.begin < b.begin; });
     const offline::GreedyPlan plan = offline::plan_greedy_by_size(requests, 512);
-
-    std::vector<Bytes> sizes(requests.size());
-    std::vector<std::size_t> order(requests.size());
-    for (std::size_t k = 0; k < requests.size(); ++k) {
-      sizes[k] = std::max<Bytes>(1, (requests[k].size + 511) / 512) * 512;
-      order[k] = k;
-    }
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      const std::uint64_t life_a = requests[a].end - requests[a].begin;
-      const std::uint64_t life_b = requests[b].end - requests[b].begin;
-      if (sizes[a] != sizes[b]) return sizes[a] > sizes[b];
-      if (life_a != life_b) return life_a > life_b;
-      return a < b;
-    });
-    std::vector<Bytes> offsets(requests.size());
-    std::vector<std::size_t> placed;
-    Bytes heap = 0;
-    for (std::size_t k : order) {
-      std::vector<std::pair<Bytes, Bytes>> taken;
-      for (std::size_t p : placed) {
-        if (requests[p].begin < requests[k].end && requests[k].begin < requests[p].end) {
-          taken.emplace_back(offsets[p], offsets[p] + sizes[p]);
-        }
-      }
-      std::sort(taken.begin(), taken.end());
-      Bytes top = 0;
-      Bytes best_gap = std::numeric_limits<Bytes>::max();
-      std::optional<Bytes> best;
-      for (const auto& [begin, end] : taken) {
-        if (begin > top && begin - top >= sizes[k] && begin - top < best_gap) {
-          best_gap = begin - top;
-          best = top;
-        }
-        top = std::max(top, end);
-      }
-      offsets[k] = best.value_or(top);
-      heap = std::max(heap, offsets[k] + sizes[k]);
-      placed.push_back(k);
-    }
+    const ReferencePlan reference = reference_plan(requests, 512);
+    const std::vector<Bytes>& offsets = reference.offsets;
+    const std::vector<Bytes>& sizes = reference.sizes;
+    const Bytes heap = reference.heap_size;
     ASSERT_EQ(plan.offsets, offsets) << "seed " << seed;
     EXPECT_EQ(plan.sizes, sizes);
     EXPECT_EQ(plan.heap_size, heap);

@@ -1,0 +1,153 @@
+// offline: the planner's occupancy index against the plan's definition (offline_reference.hpp),
+// on the shapes where the index takes its shortcuts: groups of same-size tensors allocated and
+// freed together (repeated queries answered from a kept answer), long-lived tensors (queries that
+// unite many sets), and every shipped and real trace. Offsets, sizes and heap must be equal.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fraglab/planned_requests.hpp"
+#include "fraglab/rng.hpp"
+#include "fraglab/trace_io.hpp"
+#include "offline/greedy_plan.hpp"
+#include "offline/occupancy_index.hpp"
+#include "policies/offline_reference.hpp"
+#include "support/real_traces.hpp"
+
+namespace fraglab::test {
+namespace {
+
+void expect_same_plan(const std::vector<PlannedRequest>& requests, Bytes alignment, const std::string& what) {
+  const offline::GreedyPlan plan = offline::plan_greedy_by_size(requests, alignment);
+  const ReferencePlan reference = reference_plan(requests, alignment);
+  ASSERT_EQ(plan.sizes, reference.sizes) << what;
+  for (std::size_t k = 0; k < requests.size(); ++k) {
+    ASSERT_EQ(plan.offsets[k], reference.offsets[k]) << what << ": request " << k;
+  }
+  EXPECT_EQ(plan.heap_size, reference.heap_size) << what;
+}
+
+// A training step's shape, by event position: tensors live from the start to the end (weights),
+// groups of 1-6 tensors of one size allocated back to back and later freed back to back, in
+// allocation or reverse order (one slot range for the group: repeated queries), temporaries
+// freed right away, and a few groups never freed.
+std::vector<PlannedRequest> training_like(std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<PlannedRequest> requests;
+  std::uint64_t position = 1;
+  const auto add = [&](std::uint64_t begin, Bytes size) {
+    PlannedRequest r;
+    r.begin = begin;
+    r.size = size;
+    requests.push_back(r);
+    return requests.size() - 1;
+  };
+  const Bytes unit = Bytes{1} << (9 + rng.below(12));
+  const auto size = [&] { return unit * (rng.below(3) == 0 ? 1 + rng.below(64) : Bytes{1} << rng.below(6)); };
+  std::vector<std::size_t> weights;
+  for (std::uint64_t w = rng.below(6); w > 0; --w) weights.push_back(add(0, size()));
+  std::vector<std::vector<std::size_t>> open;
+  const std::uint64_t events = 100 + rng.below(300);
+  for (std::uint64_t e = 0; e < events; ++e) {
+    const std::uint64_t choice = rng.below(10);
+    if (choice < 4 || open.empty()) {  // a group of one size, back to back
+      const Bytes group_size = size();
+      std::vector<std::size_t> group;
+      for (std::uint64_t g = 1 + rng.below(6); g > 0; --g) group.push_back(add(position++, group_size));
+      open.push_back(std::move(group));
+    } else if (choice < 8) {  // free a group, back to back (mostly the newest: nested lifetimes)
+      const std::size_t at = rng.below(3) == 0 ? rng.below(open.size()) : open.size() - 1;
+      std::vector<std::size_t> group = std::move(open[at]);
+      open.erase(open.begin() + static_cast<std::ptrdiff_t>(at));
+      if (rng.below(2) == 0) std::reverse(group.begin(), group.end());
+      for (const std::size_t k : group) requests[k].end = position++;
+    } else {  // a temporary
+      const std::size_t k = add(position++, size());
+      requests[k].end = position++;
+    }
+  }
+  for (const std::vector<std::size_t>& group : open) {
+    for (const std::size_t k : group) requests[k].end = position + 1;
+  }
+  for (const std::size_t k : weights) requests[k].end = position + 1;
+  return requests;
+}
+
+TEST(OfflinePlanEquality, TrainingLikeTracesMatchTheDefinition) {
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    expect_same_plan(training_like(seed), seed % 3 == 0 ? 4096 : 512, "seed " + std::to_string(seed));
+  }
+}
+
+TEST(OfflinePlanEquality, EveryShippedAndRealTraceMatchesTheDefinition) {
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples")) {
+    if (entry.path().extension() == ".jsonl") paths.push_back(entry.path().string());
+  }
+  const std::string real = FRAGLAB_REAL_TRACES;
+  FRAGLAB_NEEDS_REAL_TRACE(real);
+  for (const auto& entry : std::filesystem::directory_iterator(real)) {
+    if (entry.path().extension() == ".pickle") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  ASSERT_GE(paths.size(), 10u);
+  for (const std::string& path : paths) expect_same_plan(planned_requests(read_trace(path)), 512, path);
+}
+
+// The index with announced queries drawn from a few slot ranges (so most repeat one of the last
+// few, with 0-3 inserts in between, or 0-39 for odd seeds, some of them meeting the range): every
+// answer is the union of the runs inserted so far whose slot ranges meet the query's. (Thousands
+// of inserts: the log of inserts is compacted several times, also while a kept answer is older
+// than the compaction threshold.)
+TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    Rng rng(seed);
+    const std::uint32_t slots = 40;
+    std::vector<offline::SlotRange> ranges;
+    for (int r = 0; r < 6; ++r) {
+      const auto first = static_cast<std::uint32_t>(rng.below(slots));
+      ranges.push_back({first, static_cast<std::uint32_t>(first + 1 + rng.below(slots - first))});
+    }
+    std::vector<offline::SlotRange> queries;
+    const bool many_inserts = seed % 2 == 1;
+    for (int q = 0; q < (many_inserts ? 300 : 1200); ++q) {
+      queries.push_back(ranges[rng.below(rng.below(4) == 0 ? ranges.size() : 2)]);
+    }
+    offline::OccupancyIndex index(slots, queries);
+    std::vector<std::pair<offline::SlotRange, offline::OffsetRun>> inserted;
+    for (const offline::SlotRange& query : queries) {
+      std::vector<offline::OffsetRun> runs;
+      for (const auto& [range, run] : inserted) {
+        if (range.first < query.last && query.first < range.last) runs.push_back(run);
+      }
+      std::sort(runs.begin(), runs.end(),
+                [](const offline::OffsetRun& a, const offline::OffsetRun& b) { return a.begin < b.begin; });
+      std::vector<std::pair<Bytes, Bytes>> expected;  // touching runs merge too
+      for (const offline::OffsetRun& r : runs) {
+        if (!expected.empty() && r.begin <= expected.back().second) {
+          expected.back().second = std::max(expected.back().second, r.end);
+        } else {
+          expected.emplace_back(r.begin, r.end);
+        }
+      }
+      std::vector<std::pair<Bytes, Bytes>> answer;
+      for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) answer.emplace_back(r.begin, r.end);
+      ASSERT_EQ(answer, expected) << "seed " << seed << ", query " << &query - queries.data();
+      for (std::uint64_t i = rng.below(many_inserts ? 40 : 4); i > 0; --i) {
+        const offline::SlotRange range = rng.below(2) == 0 ? query : ranges[rng.below(ranges.size())];
+        const Bytes begin = rng.below(100) * 8;
+        const offline::OffsetRun run{begin, begin + 8 * (1 + rng.below(6))};
+        index.insert(range.first, range.last, run);
+        inserted.emplace_back(range, run);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fraglab::test
