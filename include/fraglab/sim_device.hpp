@@ -20,7 +20,7 @@
 #include <string_view>
 
 #include "fraglab/device.hpp"
-#include "fraglab/node_pool.hpp"
+#include "fraglab/node_arena.hpp"
 
 namespace fraglab {
 
@@ -37,6 +37,8 @@ class SimDevice final : public Device {
   static constexpr Bytes kMaxRange = Bytes{1} << 47;  // the largest address range reserve_range gives
 
   explicit SimDevice(SimDeviceConfig config = {});
+  SimDevice(const SimDevice&) = delete;  // its maps' nodes live in its own arenas
+  SimDevice& operator=(const SimDevice&) = delete;
 
   std::string kind() const override;
   Bytes capacity() const override { return config_.capacity; }
@@ -75,7 +77,7 @@ class SimDevice final : public Device {
   };
   struct Placed {
     Addr addr;
-    PooledMap<Addr, Range>::const_iterator next;  // the first range after addr: the insert hint
+    ArenaMap<Addr, Range>::const_iterator next;  // the first range after addr: the insert hint
   };
   bool range_is_free(Addr addr, Bytes size) const;
   Placed place(Bytes size, Addr at);
@@ -86,15 +88,19 @@ class SimDevice final : public Device {
   SimDeviceConfig config_;
   Bytes physical_in_use_ = 0;
   Addr next_address_ = kBaseAddress;
-  // Pooled nodes (fraglab/node_pool.hpp): a malloc or free of a policy inserts or erases one on
-  // nearly every event, and a node from the heap costs more than the tree operation.
-  PooledMap<Addr, Range> ranges_;        // address space in use, by start address
-  PooledMap<Addr, Bytes> mapped_pages_;  // mapped runs (page multiples), by start address
+  // Nodes from arenas of this device (fraglab/node_arena.hpp): a policy's malloc or free inserts
+  // or erases one on nearly every device call, and a node from the heap costs more than the tree
+  // operation. Each arena is declared before its map, so it outlives the map's nodes.
+  NodeArena range_nodes_;
+  NodeArena page_nodes_;
+  NodeArena alias_nodes_;
+  ArenaMap<Addr, Range> ranges_ = make_arena_map<Addr, Range>(range_nodes_);       // address space in use, by start
+  ArenaMap<Addr, Bytes> mapped_pages_ = make_arena_map<Addr, Bytes>(page_nodes_);  // mapped runs (page multiples)
   struct Alias {
     Bytes size;
     Addr source;
   };
-  PooledMap<Addr, Alias> aliases_;  // mapped aliases, by start address (never merged)
+  ArenaMap<Addr, Alias> aliases_ = make_arena_map<Addr, Alias>(alias_nodes_);  // mapped aliases (never merged)
   std::deque<Addr> malloc_hints_;
   std::deque<Addr> range_hints_;
 };

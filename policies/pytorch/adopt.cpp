@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <span>
 
 #include "pytorch/caching_allocator.hpp"
 #include "pytorch/rounding.hpp"
@@ -33,20 +34,32 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
   std::iota(seg_order.begin(), seg_order.end(), 0);
   std::sort(seg_order.begin(), seg_order.end(), [&](auto a, auto b) { return segs[a].addr < segs[b].addr; });
 
-  // Which segment holds each allocation (allocations per segment, in address order).
-  std::vector<std::vector<std::size_t>> held(segs.size());
+  // Which segment holds each allocation (allocations per segment, in address order), as one
+  // array grouped by segment: held(s) is segment s's part (no vector per segment to allocate).
   std::vector<std::size_t> alloc_order(allocs.size());
   std::iota(alloc_order.begin(), alloc_order.end(), 0);
   std::sort(alloc_order.begin(), alloc_order.end(), [&](auto a, auto b) { return allocs[a].addr < allocs[b].addr; });
-  for (std::size_t ai : alloc_order) {
-    const InitialAllocation& a = allocs[ai];
+  std::vector<std::size_t> seg_of(allocs.size());     // by position in alloc_order
+  std::vector<std::size_t> held_at(segs.size() + 1);  // segment s: [held_at[s], held_at[s + 1])
+  for (std::size_t k = 0; k < alloc_order.size(); ++k) {
+    const InitialAllocation& a = allocs[alloc_order[k]];
     auto it = std::upper_bound(seg_order.begin(), seg_order.end(), a.addr,
                                [&](Addr addr, std::size_t s) { return addr < segs[s].addr; });
     if (it == seg_order.begin() || a.addr >= segs[*(it - 1)].addr + segs[*(it - 1)].size) {
       fail(fmt::format("initial allocation {} at {:#x} lies outside every initial segment", a.id, a.addr));
     }
-    held[*(it - 1)].push_back(ai);
+    seg_of[k] = *(it - 1);
+    ++held_at[seg_of[k] + 1];
   }
+  std::partial_sum(held_at.begin(), held_at.end(), held_at.begin());
+  std::vector<std::size_t> held_allocs(allocs.size());
+  {
+    std::vector<std::size_t> fill(held_at.begin(), held_at.end() - 1);
+    for (std::size_t k = 0; k < alloc_order.size(); ++k) held_allocs[fill[seg_of[k]]++] = alloc_order[k];
+  }
+  auto held = [&](std::size_t s) {
+    return std::span<const std::size_t>(held_allocs.data() + held_at[s], held_at[s + 1] - held_at[s]);
+  };
 
   // Evidence from prepare() applies when it was read from this very start state.
   const StartEvidence* evidence = evidence_for_ == allocs && !allocs.empty() ? &evidence_ : nullptr;
@@ -56,7 +69,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
 
   // Lays out one mapped run [start, start + size) (addresses already shifted) after `prev`;
   // returns the last node.
-  auto build_run = [&](NodeId prev, Addr start, Bytes size, std::int64_t shift, const std::vector<std::size_t>& in,
+  auto build_run = [&](NodeId prev, Addr start, Bytes size, std::int64_t shift, std::span<const std::size_t> in,
                        StreamId stream, PoolKind pool, std::int32_t segment) -> NodeId {
     auto link = [&](Addr addr, Bytes bytes) {
       const NodeId id = nodes_.create();
@@ -132,7 +145,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
     if (!addr) fail(fmt::format("the device has no room for initial segment at {:#x} ({} bytes)", seg.addr, seg.size));
     const std::int64_t shift = static_cast<std::int64_t>(*addr - seg.addr);
     const std::size_t first_free = free_nodes.size();
-    const NodeId last = build_run(kNil, *addr, seg.size, shift, held[s], seg.stream, pool, -1);
+    const NodeId last = build_run(kNil, *addr, seg.size, shift, held(s), seg.stream, pool, -1);
     total_ += seg.size;
     stats_.segment.increase(pool, 1);
     stats_.reserved_bytes.increase(pool, seg.size);
@@ -203,7 +216,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
         fail(fmt::format("cannot map initial expandable segment at {:#x} ({} bytes: whole pages of {} bytes needed)",
                          run.addr, run.size, device_.granularity()));
       }
-      prev = build_run(prev, start, run.size, shift, held[runs[k]], run.stream, pool, index);
+      prev = build_run(prev, start, run.size, shift, held(runs[k]), run.stream, pool, index);
       total_ += run.size;
       stats_.reserved_bytes.increase(pool, run.size);
       cursor = start + run.size;

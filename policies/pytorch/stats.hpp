@@ -7,6 +7,7 @@
 //  - listing() returns the flattened torch.cuda.memory_stats() keys sorted as Python sorts them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -34,23 +35,50 @@ struct Stat {
   }
 };
 
-// [0] = all, [1] = small_pool, [2] = large_pool (StatType order).
+// One statistic for "all", "small_pool" and "large_pool" (StatType order), kept as PyTorch's
+// StatArray keeps it (every update goes to "all" and to the block's pool) but stored for fewer
+// writes per update (every request updates several of them):
+//  - per pool, only allocated, freed and peak are stored: current = allocated - freed, since
+//    every update moves current and one of the two by the same amount and all start at 0 (no
+//    reset of accumulated stats is modelled);
+//  - "all" is the sum of the pools (both move together in PyTorch), except its peak, which is the
+//    highest sum seen after an increase: all_current is kept for it.
 struct StatArray {
-  std::array<Stat, 3> by_type;
+  struct PoolStat {
+    std::int64_t allocated = 0;
+    std::int64_t freed = 0;
+    std::int64_t peak = 0;
+  };
+  std::array<PoolStat, 2> pools;  // [0] = small_pool, [1] = large_pool (PoolKind order)
+  std::int64_t all_current = 0;
+  std::int64_t all_peak = 0;
+
   void increase(PoolKind pool, std::uint64_t amount) {
-    by_type[0].increase(amount);
-    by_type[1 + static_cast<int>(pool)].increase(amount);
+    PoolStat& p = pools[static_cast<int>(pool)];
+    p.allocated += static_cast<std::int64_t>(amount);
+    p.peak = std::max(p.peak, p.allocated - p.freed);
+    all_current += static_cast<std::int64_t>(amount);
+    all_peak = std::max(all_peak, all_current);
   }
   void decrease(PoolKind pool, std::uint64_t amount) {
-    by_type[0].decrease(amount);
-    by_type[1 + static_cast<int>(pool)].decrease(amount);
+    pools[static_cast<int>(pool)].freed += static_cast<std::int64_t>(amount);
+    all_current -= static_cast<std::int64_t>(amount);
   }
   // A signed net change applied as one increase or decrease (free_block's inactive_split, §4.4).
   void apply(PoolKind pool, std::int64_t delta) {
     if (delta > 0) increase(pool, static_cast<std::uint64_t>(delta));
     if (delta < 0) decrease(pool, static_cast<std::uint64_t>(-delta));
   }
-  const Stat& all() const { return by_type[0]; }
+  // The Stat PyTorch keeps for the pool / for "all".
+  Stat of(PoolKind pool) const {
+    const PoolStat& p = pools[static_cast<int>(pool)];
+    return Stat{p.allocated - p.freed, p.peak, p.allocated, p.freed};
+  }
+  Stat all() const {
+    const std::int64_t allocated = pools[0].allocated + pools[1].allocated;
+    const std::int64_t freed = pools[0].freed + pools[1].freed;
+    return Stat{all_current, all_peak, allocated, freed};
+  }
 };
 
 struct DeviceStats {

@@ -3,6 +3,11 @@
 // size and device call is derived by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "rig.hpp"
 
 namespace fraglab::cca::test {
@@ -149,6 +154,68 @@ TEST(Allocator, StatsListingIsSortedLikeMemoryStats) {
   EXPECT_EQ(list.back().first, "segment.small_pool.peak");
   EXPECT_TRUE(std::is_sorted(list.begin(), list.end(), [](auto& x, auto& y) { return x.first < y.first; }));
   EXPECT_EQ(r.alloc.stats().listing(false).size(), 110u);  // 1.13: no requested_bytes (12 keys)
+}
+
+// Every key carries its own value: each statistic of a DeviceStats moved by its own amounts
+// (so every field differs), listed, against the fields worked out here by hand and keyed by name
+// (the order of torch.cuda.memory_stats(), sorted by key).
+TEST(Allocator, StatsListingPairsEachKeyWithItsField) {
+  DeviceStats s;
+  std::vector<std::pair<std::string, std::int64_t>> expected;
+  auto expect = [&](const std::string& prefix, std::int64_t allocated, std::int64_t current, std::int64_t freed,
+                    std::int64_t peak) {
+    expected.emplace_back(prefix + ".allocated", allocated);
+    expected.emplace_back(prefix + ".current", current);
+    expected.emplace_back(prefix + ".freed", freed);
+    expected.emplace_back(prefix + ".peak", peak);
+  };
+  const std::pair<const char*, StatArray*> arrays[] = {{"allocation", &s.allocation},
+                                                       {"segment", &s.segment},
+                                                       {"active", &s.active},
+                                                       {"inactive_split", &s.inactive_split},
+                                                       {"allocated_bytes", &s.allocated_bytes},
+                                                       {"reserved_bytes", &s.reserved_bytes},
+                                                       {"active_bytes", &s.active_bytes},
+                                                       {"inactive_split_bytes", &s.inactive_split_bytes},
+                                                       {"requested_bytes", &s.requested_bytes}};
+  std::int64_t k = 0;
+  for (const auto& [name, array] : arrays) {
+    ++k;
+    // small: +a -c +f (f < c); large: +b -d +e (e < d); all in that order.
+    const std::int64_t a = 1000 * k + 1, c = 10 * k + 3, f = 2 * k;
+    const std::int64_t b = 1000 * k + 500, d = 10 * k + 7, e = 3 * k;
+    array->increase(PoolKind::Small, static_cast<std::uint64_t>(a));
+    array->decrease(PoolKind::Small, static_cast<std::uint64_t>(c));
+    array->increase(PoolKind::Small, static_cast<std::uint64_t>(f));
+    array->increase(PoolKind::Large, static_cast<std::uint64_t>(b));
+    array->decrease(PoolKind::Large, static_cast<std::uint64_t>(d));
+    array->increase(PoolKind::Large, static_cast<std::uint64_t>(e));
+    // all peaks after +b: a - c + f + b (the later +e is smaller than the -d before it).
+    expect(std::string(name) + ".all", a + f + b + e, a - c + f + b - d + e, c + d, a - c + f + b);
+    expect(std::string(name) + ".small_pool", a + f, a - c + f, c, a);
+    expect(std::string(name) + ".large_pool", b + e, b - d + e, d, b);
+  }
+  std::int64_t next = 100000;
+  auto fill = [&](const std::string& prefix, Stat& st) {
+    st = Stat{next + 1, next + 2, next + 3, next + 4};  // current, peak, allocated, freed
+    expect(prefix, next + 3, next + 1, next + 4, next + 2);
+    next += 10;
+  };
+  fill("oversize_allocations", s.oversize_allocations);
+  fill("oversize_segments", s.oversize_segments);
+  for (auto [name, value] : {std::pair<const char*, std::int64_t*>{"num_alloc_retries", &s.num_alloc_retries},
+                             {"num_ooms", &s.num_ooms},
+                             {"num_sync_all_streams", &s.num_sync_all_streams},
+                             {"num_device_alloc", &s.num_device_alloc},
+                             {"num_device_free", &s.num_device_free},
+                             {"max_split_size", &s.max_split_size}}) {
+    *value = next++;
+    expected.emplace_back(name, *value);
+  }
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(s.listing(true), expected);
+  std::erase_if(expected, [](const auto& kv) { return kv.first.rfind("requested_bytes.", 0) == 0; });
+  EXPECT_EQ(s.listing(false), expected);
 }
 
 TEST(Allocator, PendingFreeIsNotReusableUntilCompleted) {

@@ -71,6 +71,25 @@ TEST(StartEvidence, OnlySoundEvidenceCounts) {
   EXPECT_FALSE(only(two_blocks({alloc(3, 6 * MiB), alloc_at(4, 1 * MiB + 4096, S + 4 * MiB)})).determined());
 }
 
+// The same as above with ids far apart (a hand-written trace may use any u64; snapshots number
+// from 0): the free of L is still seen, so the later alloc after L's end says nothing.
+TEST(StartEvidence, FreesOfInitialAllocationsWithLargeIdsAreSeen) {
+  constexpr AllocId L = AllocId{1} << 40;
+  constexpr AllocId K = L + 12345;
+  auto trace = [&](std::vector<Event> events) {
+    Trace t;
+    t.initial.segments = {{S, 24 * MiB, 0, false, false}};
+    t.initial.allocations = {{L, S, 3 * MiB + 512 * 1024, 0, 0, false}, {K, S + 8 * MiB, 2 * MiB, 2 * MiB, 0, false}};
+    t.events = std::move(events);
+    validate_trace(t, "far-ids");
+    return t;
+  };
+  // K freed, then an alloc at L's end: determined, as AnAllocAfterTheBlockGivesItsEnd.
+  EXPECT_TRUE(only(trace({with_op(Op::Free, K), alloc_at(3, 6 * MiB, S + 4 * MiB)})).determined());
+  // L freed first: nothing.
+  EXPECT_FALSE(only(trace({with_op(Op::Free, L), alloc_at(3, 1 * MiB + 4096, S + 4 * MiB)})).determined());
+}
+
 // A 6 MiB request served by a new segment (20 MiB, §1.5) while L and K live: the free block
 // after L is exactly 8 MiB - block (K bounds it), and it missed: 8 MiB - block < 6 MiB, block >
 // 2 MiB: nothing new. A 4.25 MiB request that missed: block > 3.75 MiB -> >= 3.75 MiB + 512.
