@@ -15,8 +15,9 @@
 namespace fraglab {
 
 namespace cuda {
-class CudaDriver;  // src/device/cuda/cuda_driver.hpp (built with the CUDA Toolkit's headers only)
-}
+class CudaDriver;      // src/device/cuda/cuda_driver.hpp (built with the CUDA Toolkit's headers only)
+class PrimaryContext;  // src/device/cuda/cuda_device.hpp
+}  // namespace cuda
 
 struct DeviceSpec {
   std::string text = "sim";  // as given: results files and messages name the device by it
@@ -25,6 +26,9 @@ struct DeviceSpec {
   SimDeviceConfig sim;
   int cuda_ordinal = -1;                                // >= 0: the CUDA device of that ordinal
   std::shared_ptr<const cuda::CudaDriver> cuda_driver;  // loaded when the spec was parsed
+  // The device's primary context, retained while any copy of the spec lives: every run of a
+  // command uses the same context.
+  std::shared_ptr<const cuda::PrimaryContext> cuda_context;
   bool is_cuda() const { return cuda_ordinal >= 0; }
   std::string kind() const { return is_cuda() ? "cuda:" + std::to_string(cuda_ordinal) : "sim"; }
   Bytes capacity() const { return sim.capacity; }

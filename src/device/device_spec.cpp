@@ -33,6 +33,9 @@ DeviceSpec parse_cuda(std::string_view text) {
   const std::string what = fmt::format("--device '{}'", text);
   spec.cuda_driver = cuda::CudaDriver::load(what);
   const cuda::CudaDeviceInfo info = cuda::query_device(*spec.cuda_driver, spec.cuda_ordinal, what);
+  // Retained from here on (query_device read the free memory with it retained too, so the
+  // context's own memory counts as external).
+  spec.cuda_context = std::make_shared<const cuda::PrimaryContext>(spec.cuda_driver, spec.cuda_ordinal);
   spec.sim.capacity = info.total;
   spec.sim.external = info.total - std::min(info.free, info.total);
   return spec;

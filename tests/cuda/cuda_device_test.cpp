@@ -42,6 +42,13 @@ TEST_F(CudaDeviceTest, SpecReadsTheDevicesMemory) {
   EXPECT_EQ(spec.capacity(), 80 * GiB);  // the fake's default total
   EXPECT_EQ(spec.external(), 0u);
   EXPECT_EQ(parse_device_spec("cuda").cuda_ordinal, 0);
+  // The spec keeps the primary context retained (once), and so every device made from it.
+  EXPECT_EQ(fake.ledger().context_refs, 1u);
+  {
+    auto device = make_device(spec);
+    EXPECT_EQ(fake.ledger().context_refs, 2u);
+  }
+  EXPECT_EQ(fake.ledger().context_refs, 1u);
   // Memory others hold when the spec is read is outside the allocator.
   fake.take_memory(static_cast<std::int64_t>(3 * GiB));
   EXPECT_EQ(parse_device_spec("cuda:0").external(), 3 * GiB);

@@ -109,6 +109,16 @@ CudaDeviceInfo query_device(const CudaDriver& driver, int ordinal, const std::st
   return info;
 }
 
+PrimaryContext::PrimaryContext(std::shared_ptr<const CudaDriver> driver, int ordinal) : driver_(std::move(driver)) {
+  CUcontext context = nullptr;
+  if (CUresult r = driver_->api().cuDeviceGet(&device_, ordinal); r != CUDA_SUCCESS)
+    throw InputError(fmt::format("cuda:{}: cuDeviceGet failed: {}", ordinal, driver_->error_text(r)));
+  if (CUresult r = driver_->api().cuDevicePrimaryCtxRetain(&context, device_); r != CUDA_SUCCESS)
+    throw InputError(fmt::format("cuda:{}: cuDevicePrimaryCtxRetain failed: {}", ordinal, driver_->error_text(r)));
+}
+
+PrimaryContext::~PrimaryContext() { driver_->api().cuDevicePrimaryCtxRelease(device_); }
+
 CudaDevice::CudaDevice(std::shared_ptr<const CudaDriver> driver, int ordinal, SimDeviceConfig memory,
                        const std::string& what)
     : driver_(std::move(driver)), api_(driver_->api()), info_(query_device(*driver_, ordinal, what)), shadow_(memory) {

@@ -63,6 +63,21 @@ struct CudaDeviceInfo {
 // messages ("--device 'cuda:3'"); throws InputError on a bad ordinal or a failing driver.
 CudaDeviceInfo query_device(const CudaDriver& driver, int ordinal, const std::string& what);
 
+// Holds device `ordinal`'s primary context retained while it lives. A DeviceSpec keeps one, so
+// that the context is created once per command, not once per replay: a real driver destroys the
+// primary context when its last retain is released, and creating it costs time and memory.
+class PrimaryContext {
+ public:
+  PrimaryContext(std::shared_ptr<const CudaDriver> driver, int ordinal);  // throws InputError
+  ~PrimaryContext();
+  PrimaryContext(const PrimaryContext&) = delete;
+  PrimaryContext& operator=(const PrimaryContext&) = delete;
+
+ private:
+  std::shared_ptr<const CudaDriver> driver_;
+  CUdevice device_ = 0;
+};
+
 class CudaDevice final : public Device {
  public:
   // Retains the primary context of `ordinal`. `memory`: the capacity and the memory held outside
