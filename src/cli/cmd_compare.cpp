@@ -65,6 +65,7 @@ int cmd_compare(int argc, char** argv) {
     if (!listed) specs.push_back(*recorded);
   }
   const DeviceChoice device = choose_device(device_option, trace);
+  check_fits(device, trace.name, summary.peak_requested);
   warn_capacity_options(device, specs);
 
   ReplayOptions replay;

@@ -96,7 +96,8 @@ int cmd_replay(int argc, char** argv) {
   // A JSONL trace is streamed into the replays when nothing asked for needs it whole
   // (streamed_replay.hpp); otherwise, or when the file turns out to need it, it is read whole.
   std::optional<StreamedReplayRun> streamed;
-  if (!exporting && timeline_path.empty() && read_options.frames == 0) {
+  // (Not on a GPU: its replays wait for the whole trace, whose peak must fit first.)
+  if (!exporting && timeline_path.empty() && read_options.frames == 0 && !early_device.is_cuda()) {
     StreamedReplayOptions how{device_option, start_option, replay, vm.count("check-invariants") > 0,
                               !json_path.empty()};
     streamed = replay_streamed(trace_path, specs, how);
@@ -125,6 +126,7 @@ int cmd_replay(int argc, char** argv) {
                       trace_path, trace.events.front().device, SnapshotRecorder::kMaxDevice));
     if (default_policies) specs = default_policy_specs(trace, skipped);
     chosen = choose_device(device_option, trace);
+    check_fits(*chosen, trace.name, summary.peak_requested);
     warn_capacity_options(*chosen, specs);
     replay.start_state = choose_start_state(start_option, trace, specs);
   }

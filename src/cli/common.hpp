@@ -33,6 +33,7 @@ int cmd_check(int argc, char** argv);
 int cmd_diff(int argc, char** argv);
 int cmd_compare(int argc, char** argv);
 int cmd_report(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
 
 // Parses argv against `options` (+ positional), handling --help. Returns false if help was
 // printed (the caller returns 0).

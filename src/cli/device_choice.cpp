@@ -24,8 +24,10 @@ DeviceChoice from_spec(const std::string& spec, const std::string& label, const 
 
 DeviceChoice choose_device(const std::optional<std::string>& device_option) {
   if (device_option) {
-    // "--device sim" (or sim:external:...) chooses the device but not its capacity.
-    return from_spec(*device_option, *device_option, names_capacity(*device_option) ? kSourceOption : kSourceDefault);
+    // "--device sim" (or sim:external:...) chooses the device but not its capacity; a CUDA
+    // device's capacity is its memory.
+    const bool sets_capacity = device_option->rfind("cuda", 0) == 0 || names_capacity(*device_option);
+    return from_spec(*device_option, *device_option, sets_capacity ? kSourceOption : kSourceDefault);
   }
   return from_spec("sim", "sim", kSourceDefault);
 }
@@ -57,7 +59,17 @@ std::string describe_choice(const DeviceChoice& choice) {
 }
 
 DeviceDescription device_description(const DeviceChoice& choice) {
-  return DeviceDescription{"sim", choice.capacity(), choice.device.external(), choice.source};
+  return DeviceDescription{choice.device.is_cuda() ? choice.device.kind() : "sim", choice.capacity(),
+                           choice.device.external(), choice.source};
+}
+
+void check_fits(const DeviceChoice& choice, const std::string& trace_name, Bytes peak_requested) {
+  if (!choice.device.is_cuda()) return;  // a simulated device reports OOMs instead
+  const Bytes free = choice.capacity() - choice.device.external();
+  if (peak_requested <= free) return;
+  throw InputError(fmt::format("{}: the trace needs {} ({} B) at its peak, the device {} has {} ({} B) free",
+                               trace_name, format_bytes(peak_requested), peak_requested, choice.device.text,
+                               format_bytes(free), free));
 }
 
 std::vector<std::string> capacity_options(const std::string& spec) {

@@ -39,6 +39,10 @@ std::string describe_choice(const DeviceChoice& choice);
 // For the results JSON.
 DeviceDescription device_description(const DeviceChoice& choice);
 
+// A real GPU (--device cuda) replays only a trace whose peak requested bytes fit in its free
+// memory: otherwise throws InputError "TRACE: the trace needs X at its peak, the device has Y free".
+void check_fits(const DeviceChoice& choice, const std::string& trace_name, Bytes peak_requested);
+
 // Options of `spec` that act on a share of the GPU's memory: per_process_memory_fraction, and
 // garbage_collection_threshold when a fraction is set too (PyTorch collects only under one).
 std::vector<std::string> capacity_options(const std::string& spec);

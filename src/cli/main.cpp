@@ -32,6 +32,7 @@ constexpr Subcommand kSubcommands[] = {
     {"check", fraglab::cli::cmd_check, "CI gate: compare a replay with a baseline results JSON (exit 1 on regression)"},
     {"diff", fraglab::cli::cmd_diff, "show where two traces (before / after a change) differ in memory"},
     {"report", fraglab::cli::cmd_report, "write a self-contained HTML report of a trace's replays or a sweep"},
+    {"calibrate", fraglab::cli::cmd_calibrate, "measure the device calls' costs on a GPU, as a --cost-model file"},
 };
 
 void print_usage(std::ostream& out) {

@@ -40,33 +40,48 @@ PolicyOnDevice::PolicyOnDevice(std::string_view policy_spec, const DeviceSpec& d
       policy_(create_policy(policy_spec, *device_)) {}
 
 ReplayResult PolicyOnDevice::run(const Trace& trace, const ReplayOptions& options, const ReplayObservers& observers) {
-  Replayer replayer(trace, *policy_, *device_, options);
-  if (observers.timeline != nullptr) replayer.add_observer(observers.timeline);
-  for (ReplayObserver* observer : observers.extra) replayer.add_observer(observer);
-  // Registers itself with the device for the run, and unregisters when it goes out of scope.
-  std::optional<InvariantChecker> checker;
-  if (observers.check_invariants) replayer.add_observer(&checker.emplace(*device_));
-  std::optional<ProgressObserver> progress;
-  if (observers.progress) replayer.add_observer(&progress.emplace(observers.progress, observers.progress_every));
-  std::optional<AnatomyAtPeak> anatomy;
-  if (observers.anatomy) replayer.add_observer(&anatomy.emplace(*device_));
+  ReplayResult result;
+  bool anatomy_pass = false;
+  {
+    Replayer replayer(trace, *policy_, *device_, options);
+    if (observers.timeline != nullptr) replayer.add_observer(observers.timeline);
+    for (ReplayObserver* observer : observers.extra) replayer.add_observer(observer);
+    // Registers itself with the device for the run, and unregisters when it goes out of scope.
+    std::optional<InvariantChecker> checker;
+    if (observers.check_invariants) replayer.add_observer(&checker.emplace(*device_));
+    std::optional<ProgressObserver> progress;
+    if (observers.progress) replayer.add_observer(&progress.emplace(observers.progress, observers.progress_every));
+    std::optional<AnatomyAtPeak> anatomy;
+    if (observers.anatomy) replayer.add_observer(&anatomy.emplace(*device_));
 
-  ReplayResult result = replayer.run(spec_);
-  if (anatomy && !anatomy->stale()) {
-    result.anatomy_at_peak = anatomy->anatomy();
-  } else if (anatomy) {
+    result = replayer.run(spec_);
+    if (anatomy && !anatomy->stale()) result.anatomy_at_peak = anatomy->anatomy();
+    anatomy_pass = anatomy && anatomy->stale();
+    if (checker) {
+      result.invariant_violations = checker->violation_count();
+      result.invariant_messages = checker->violations();
+    }
+  }
+  if (anatomy_pass) {
     // Too many new peaks to look at each: the replay is deterministic, so a second one on a fresh
-    // policy and device reaches the same state at the peak event.
+    // policy and device reaches the same state at the peak event. A real GPU cannot hold the
+    // memory of both runs: there the first gives its memory back before the second, and the
+    // second, which ends in the same state, takes its place.
+    const bool one_at_a_time = device_spec_.is_cuda();
+    if (one_at_a_time) {
+      policy_.reset();
+      device_.reset();
+    }
     PolicyOnDevice again(spec_, device_spec_);
     AnatomyAtEvent at_peak(*again.device_, result.metrics.peak_reserved_event);
     ReplayObservers only_anatomy;
     only_anatomy.extra.push_back(&at_peak);
     again.run(trace, options, only_anatomy);
     result.anatomy_at_peak = at_peak.anatomy();
-  }
-  if (checker) {
-    result.invariant_violations = checker->violation_count();
-    result.invariant_messages = checker->violations();
+    if (one_at_a_time) {
+      policy_ = std::move(again.policy_);
+      device_ = std::move(again.device_);
+    }
   }
   return result;
 }
