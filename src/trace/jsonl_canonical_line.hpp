@@ -199,13 +199,16 @@ constexpr std::uint64_t kPow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10
     f.seen |= F::kTime;
     if (!read_i64(p, f.time)) return false;
   }
-  if (match(p, R"(,"device":)")) {
-    f.seen |= F::kDevice;
-    if (!read_digits(p, f.device)) return false;
-  }
-  if (match(p, R"(,"stack":)")) {
-    f.seen |= F::kStack;
-    if (!read_digits(p, f.stack)) return false;
+  // Most lines end after "t": at a '}' neither key below can match, so trying them decides nothing.
+  if (p[0] != '}') {
+    if (match(p, R"(,"device":)")) {
+      f.seen |= F::kDevice;
+      if (!read_digits(p, f.device)) return false;
+    }
+    if (match(p, R"(,"stack":)")) {
+      f.seen |= F::kStack;
+      if (!read_digits(p, f.stack)) return false;
+    }
   }
   if (p[0] != '}' || p[1] != '\n') return false;
   newline = p + 1;
