@@ -156,8 +156,9 @@ constexpr std::uint64_t kPow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10
 
 // Reads the event line at `p` into `f` if it has the writer's exact shape (see the top of this
 // file) and sets `newline` to its '\n'. kCanonicalRoom bytes from p must be readable. On false `f`
-// may be partly filled: the caller starts the next reader from a fresh EventFields.
-inline bool scan_canonical_line(const char* p, EventFields& f, const char*& newline) {
+// may be partly filled: the caller starts the next reader from a fresh EventFields. Always inlined
+// into the read loop: called, its register saves and restores were ~18 instructions per line.
+[[gnu::always_inline]] inline bool scan_canonical_line(const char* p, EventFields& f, const char*& newline) {
   using namespace canonical_impl;
   using F = EventFields;
   if constexpr (std::endian::native != std::endian::little) return false;
@@ -198,13 +199,16 @@ inline bool scan_canonical_line(const char* p, EventFields& f, const char*& newl
     f.seen |= F::kTime;
     if (!read_i64(p, f.time)) return false;
   }
-  if (match(p, R"(,"device":)")) {
-    f.seen |= F::kDevice;
-    if (!read_digits(p, f.device)) return false;
-  }
-  if (match(p, R"(,"stack":)")) {
-    f.seen |= F::kStack;
-    if (!read_digits(p, f.stack)) return false;
+  // Most lines end after "t": at a '}' neither key below can match, so trying them decides nothing.
+  if (p[0] != '}') {
+    if (match(p, R"(,"device":)")) {
+      f.seen |= F::kDevice;
+      if (!read_digits(p, f.device)) return false;
+    }
+    if (match(p, R"(,"stack":)")) {
+      f.seen |= F::kStack;
+      if (!read_digits(p, f.stack)) return false;
+    }
   }
   if (p[0] != '}' || p[1] != '\n') return false;
   newline = p + 1;

@@ -296,11 +296,87 @@ TEST(JsonlCanonicalLine, MutatedLinesAgreeWithTheStrictScannerAndSimdjson) {
   EXPECT_GT(accepted, 300u);  // the comparison did exercise the fast reader
 }
 
-// The event vector is sized once from a count of the remaining lines (16 bytes a step, byte-lane
-// counters summed every 255 steps), exact: the capacity is one more than the lines after the
+// Outcome of reading `line` after `head` and a live id 1: the trace written back, or the error.
+// `fast` leaves kCanonicalRoom blank lines after it (the canonical reader and the event builder
+// inlined for it take the line); otherwise a leading space sends the line to simdjson and the
+// general make_event().
+std::string read_outcome(const std::string& head, const std::string& line, bool fast) {
+  const std::string text = head + "{\"op\":\"alloc\",\"id\":1,\"size\":512,\"t\":0}\n" + (fast ? "" : " ") + line +
+                           "\n" + std::string(detail::kCanonicalRoom, '\n');
+  try {
+    return to_jsonl(parse_jsonl(text, "c.jsonl"));
+  } catch (const InputError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// Every check the event builder for canonical lines makes, on both sides of its bound: the same
+// trace or the same message as the general path, and the messages as the README's rules say.
+TEST(JsonlCanonicalLine, EventsBuiltFromCanonicalLinesMatchTheGeneralPathAtEveryCheck) {
+  const std::string plain = "{\"fraglab_trace\":1}\n";
+  const std::string stacks = R"({"fraglab_trace":1,"frames":[["a.py",1,"f"]],"stacks":[[0]]})"
+                             "\n";
+  struct Case {
+    const std::string& head;
+    std::string line;
+    std::string error;  // empty: read
+  };
+  const std::vector<Case> cases = {
+      {plain, R"({"op":"alloc","id":2,"size":1})", ""},
+      {plain, R"({"op":"alloc","id":2,"size":1152921504606846975})", ""},  // 2^60 - 1
+      {plain, R"({"op":"alloc","id":2,"size":1152921504606846976})",
+       "c.jsonl:3: alloc: impossible size 1152921504606846976 (expected < 2^60)"},
+      {plain, R"({"op":"alloc","id":2,"size":0})", "c.jsonl:3: alloc: size 0 (expected a positive size)"},
+      {plain, R"({"op":"alloc","id":2})", "c.jsonl:3: alloc: missing field 'id' or 'size'"},
+      {plain, R"({"op":"alloc","size":8})", "c.jsonl:3: alloc: missing field 'id' or 'size'"},
+      {plain, R"({"op":"alloc","id":1,"size":8})",
+       "c.jsonl:3: alloc id 1: alloc of an id that is already live (duplicate live id)"},
+      {plain, R"({"op":"alloc","id":2,"size":8,"stream":7,"addr":4096,"t":-5,"device":4294967295})", ""},
+      {plain, R"({"op":"alloc","id":2,"size":8,"device":4294967296})",
+       "c.jsonl:3: field 'device': 4294967296 is not a device index (expected < 2^32)"},
+      {plain, R"({"op":"alloc","id":2,"size":8,"tag":""})", ""},
+      {plain, R"({"op":"alloc","id":2,"size":8,"tag":"a"})", ""},
+      {plain, R"({"op":"alloc","id":2,"size":8,"tag":"abcdefg"})", ""},
+      {plain, R"({"op":"alloc","id":2,"size":8,"tag":"abcdefgh"})", ""},
+      {plain, R"({"op":"alloc","id":2,"size":8,"tag":"abcdefghi"})", ""},
+      {plain, R"({"op":"free","id":1,"size":3,"tag":"x"})", ""},
+      {plain, R"({"op":"free","size":3})", "c.jsonl:3: free: missing field 'id'"},
+      {plain, R"({"op":"free","id":7})",
+       "c.jsonl:3: free id 7: free of an id that is not live (unknown id or double free)"},
+      {plain, R"({"op":"free_completed","id":1})",
+       "c.jsonl:3: free_completed id 1: free_completed of an allocation whose free was never requested"},
+      {plain, R"({"op":"free_requested","t":1})", "c.jsonl:3: free_requested: missing field 'id'"},
+      {plain, R"({"op":"free_requested","id":1})", ""},
+      {plain, R"({"op":"alloc","id":2,"size":8,"stack":5})", ""},  // no "stacks" in the header: ignored
+      {stacks, R"({"op":"alloc","id":2,"size":8,"stack":0})", ""},
+      {stacks, R"({"op":"alloc","id":2,"size":8})", ""},
+      {stacks, R"({"op":"alloc","id":2,"size":8,"stack":1})",
+       "c.jsonl:3: field 'stack': 1 out of range (the header lists 1 stacks)"},
+  };
+  for (const Case& c : cases) {
+    ASSERT_TRUE(canonical(c.line).accepted) << c.line;  // the fast reader does take the line
+    const std::string fast = read_outcome(c.head, c.line, true);
+    EXPECT_EQ(fast, read_outcome(c.head, c.line, false)) << c.line;
+    if (c.error.empty()) {
+      EXPECT_EQ(fast.rfind("error: ", 0), std::string::npos) << fast;
+    } else {
+      EXPECT_EQ(fast, "error: " + c.error);
+    }
+  }
+  // A pair the fast path builds in turn: the request marks the id, the completion ends it.
+  const std::string pair =
+      std::string(R"({"op":"free_requested","id":1})") + "\n" + R"({"op":"free_completed","id":1})";
+  EXPECT_EQ(read_outcome(plain, pair, true), read_outcome(plain, pair, false));
+  const std::string twice = std::string(R"({"op":"free_requested","id":1})") + "\n" + R"({"op":"free","id":1})";
+  EXPECT_EQ(read_outcome(plain, twice, true),
+            "error: c.jsonl:4: free id 1: free of an id whose free was already requested (expected free_completed)");
+}
+
+// The event vector is sized once from a count of the remaining lines (16 bytes a step, four a
+// turn, byte-lane counters summed every 255 steps), exact: the capacity is one more than the lines after the
 // header (a final line without '\n' would count as one).
 TEST(JsonlCanonicalLine, EventVectorIsSizedFromAnExactLineCount) {
-  for (const std::size_t lines : {0, 1, 2, 15, 16, 17, 300, 4079, 4080, 4081, 9000}) {
+  for (const std::size_t lines : {0, 1, 2, 15, 16, 17, 63, 64, 65, 66, 67, 300, 4079, 4080, 4081, 9000}) {
     std::string events = "{\"fraglab_trace\":1}\n", blanks = events;
     for (std::size_t i = 0; i < lines; ++i) {
       events += "{\"op\":\"empty_cache\"}\n";  // 21 bytes
