@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "fraglab/cost_model.hpp"
 #include "fraglab/device.hpp"
 #include "fraglab/sim_device.hpp"
 
@@ -16,6 +17,8 @@ namespace fraglab {
 struct DeviceSpec {
   std::string text = "sim";  // as given: results files and messages name the device by it
   SimDeviceConfig sim;       // the only device kind this build has
+  // The call times every device built from it charges (`--cost-model`); null = the defaults.
+  std::shared_ptr<const CostModel> costs;
   Bytes capacity() const { return sim.capacity; }
   Bytes external() const { return sim.external; }
 };
