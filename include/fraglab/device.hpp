@@ -8,14 +8,17 @@
 // Reserved bytes are measured here, in this non-virtual base (RMM's do_allocate pattern): a
 // policy cannot misreport them. reserved = bytes of live malloc ranges + bytes of mapped pages.
 // Listeners see every successful call (validation compares them with recorded segment events).
+// The time of every call is charged here too, against the device's CostModel (device_time.cpp).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fraglab/cost_model.hpp"
 #include "fraglab/types.hpp"
 
 namespace fraglab {
@@ -42,6 +45,13 @@ struct DeviceCounters {
   std::uint64_t alias_unmap_calls = 0;
 };
 
+// Estimated time in device calls (README "Device time"): all of it, and the part spent in calls
+// that synchronise the device (stall_us <= device_us).
+struct DeviceTime {
+  double device_us = 0;
+  double stall_us = 0;
+};
+
 class Device {
  public:
   static constexpr Addr kAnyAddress = 0;
@@ -64,8 +74,11 @@ class Device {
   // CUDA VMM: address space only (no reserved bytes), then pages mapped into it.
   std::optional<Addr> reserve_range(Bytes size, Addr at = kAnyAddress);
   void release_range(Addr addr);
-  bool map(Addr addr, Bytes size);  // size: a multiple of granularity(); false = out of memory
-  void unmap(Addr addr, Bytes size);
+  // size: a multiple of granularity(); false = out of memory. `handle`: the size of each physical
+  // allocation (cuMemCreate) the caller's real counterpart maps it in, for the cost model (0 =
+  // granularity(): one per page; PyTorch's expandable segments use their segment size).
+  bool map(Addr addr, Bytes size, Bytes handle = 0);
+  void unmap(Addr addr, Bytes size, Bytes handle = 0);
   // Virtual-memory stitching (GMLake, anchors.md §1.1): maps the physical pages mapped at
   // [source, source + size) a second time at `addr` (inside a reserved range), as cuMemMap of the
   // same allocation handles does. No new memory, so reserved bytes do not change. The source
@@ -86,6 +99,22 @@ class Device {
   void add_listener(DeviceListener* listener) { listeners_.push_back(listener); }
   void remove_listener(DeviceListener* listener);
 
+  // ---- time (device_time.cpp) ----
+  void set_cost_model(const CostModel& model) { costs_ = model; }
+  const CostModel& cost_model() const { return costs_; }
+  const DeviceTime& time() const { return time_; }
+  void reset_time() { time_ = {}; }
+  // cudaDeviceSynchronize: what a policy's out-of-memory flush and empty_cache cost besides the
+  // frees and unmaps they make (which are charged as device calls anyway).
+  void synchronize();
+  // An API call a policy makes that is not one of the calls above (cudaMallocAsync from the pool,
+  // cudaMemPoolTrimTo), moving `bytes`; a stall when it synchronises the device.
+  void charge(ApiCall call, Bytes bytes, bool stalls = false);
+  // For a stream-ordered pool (cudaMallocAsync): the driver maps and unmaps the pool's memory
+  // inside cudaMallocAsync / cudaMemPoolTrimTo, whose own figures the policy charges, so the
+  // VMM calls below are not charged again.
+  void set_vmm_calls_inside_pool_calls() { vmm_billed_ = false; }
+
  protected:
   virtual std::optional<Addr> do_malloc(Bytes size, Addr at) = 0;
   virtual Bytes do_free(Addr addr) = 0;  // returns the bytes released
@@ -101,11 +130,26 @@ class Device {
  private:
   void notify(DeviceCall call, Addr addr, Bytes size);
   void add_reserved(Bytes bytes);
+  // The API calls behind each Device call (device_time.cpp cites the real allocators).
+  void time_malloc(Bytes size);
+  void time_free(Bytes size);
+  void time_reserve(Addr addr, Bytes size);
+  void time_release(Addr addr);
+  void time_map(Bytes size, Bytes handle, bool ok);
+  void time_unmap(Bytes size, Bytes handle);
+  void time_map_alias(Bytes size);
+  void time_unmap_alias(Bytes size);
+  std::uint64_t pages(Bytes size, Bytes handle = 0) const;
+  void charge_times(ApiCall call, std::uint64_t count, Bytes bytes, bool stalls = false);
 
   Bytes reserved_ = 0;
   Bytes peak_reserved_ = 0;
   DeviceCounters counters_;
   std::vector<DeviceListener*> listeners_;
+  CostModel costs_ = CostModel::defaults();
+  DeviceTime time_;
+  bool vmm_billed_ = true;
+  std::map<Addr, Bytes> reserved_ranges_;  // for cuMemAddressFree's size
 };
 
 }  // namespace fraglab

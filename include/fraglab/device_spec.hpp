@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "fraglab/cost_model.hpp"
 #include "fraglab/device.hpp"
 #include "fraglab/sim_device.hpp"
 
@@ -24,6 +25,8 @@ struct DeviceSpec {
   // A simulated device's configuration; for a CUDA device its total memory, and as external the
   // memory that was not free when the spec was parsed (cuMemGetInfo).
   SimDeviceConfig sim;
+  // The call times every device built from it charges (`--cost-model`); null = the defaults.
+  std::shared_ptr<const CostModel> costs;
   int cuda_ordinal = -1;                                // >= 0: the CUDA device of that ordinal
   std::shared_ptr<const cuda::CudaDriver> cuda_driver;  // loaded when the spec was parsed
   // The device's primary context, retained while any copy of the spec lives: every run of a

@@ -45,6 +45,12 @@ struct Metrics {
   std::uint64_t num_ooms = 0;
   std::uint64_t num_device_alloc = 0;  // successful cudaMalloc + map calls
   std::uint64_t num_device_free = 0;   // cudaFree + unmap calls
+  // Estimated seconds in device calls from the start to the end of the replay, by the device's
+  // CostModel (fraglab/cost_model.hpp; README "Device time"): all of them, and those in calls
+  // that synchronise the device (cudaFree, cudaDeviceSynchronize of a flush, empty_cache or
+  // before an unmap). stall_time_s <= device_time_s.
+  double device_time_s = 0;
+  double stall_time_s = 0;
 };
 
 struct OomRecord {
@@ -64,6 +70,8 @@ struct ReplayPoint {
   Bytes held = 0;
   // For alloc events: the block handed out (nullopt on OOM or for other ops).
   const Block* block = nullptr;
+  // The device's estimated time in device calls since the start, this event's included.
+  const DeviceTime* device_time = nullptr;
 };
 
 class ReplayObserver {

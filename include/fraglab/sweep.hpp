@@ -281,10 +281,13 @@ SweepRunStats run_sweep(std::size_t count, const std::function<SweepJob(std::siz
 // Rows ordered as the table shows them: runs without OOMs first, then by peak reserved, retries,
 // device calls, and canonical order (so the simplest setting wins a tie).
 std::vector<SweepRow> rank_rows(std::vector<SweepRow> rows);
-// Runs without OOMs that no other such run beats on all of peak reserved, retries and device
-// calls (and is strictly better on one). Ranked as rank_rows; settings with identical figures
-// all belong to the front.
+// Runs without OOMs that no other such run beats on both peak reserved and device_time_s (and is
+// strictly better on one): the trade-off of memory against time in device calls (README "Device
+// time"). Ordered by peak reserved, then device time; settings with identical figures all belong
+// to the front.
 std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows);
+// Same peak reserved and device time: the front shows such rows on one line.
+bool same_front_figures(const SweepRow& a, const SweepRow& b);
 // Same peak reserved, retries and device calls: the front shows such rows on one line.
 bool same_rank_figures(const SweepRow& a, const SweepRow& b);
 

@@ -1,7 +1,9 @@
 // TimelineWriter: a ReplayObserver that writes one CSV row per event (or every Nth event, plus
 // every event that changes reserved bytes, so no segment action is lost to sampling) as the
-// replay runs: columns policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step.
-// `step` is the value of the latest `mark` whose label is "step" (empty before the first).
+// replay runs: columns policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,
+// device_time_s,stall_time_s. `step` is the value of the latest `mark` whose label is "step"
+// (empty before the first); the times are Metrics' device_time_s / stall_time_s up to and with
+// that event (README "Device time").
 // With `anatomy`, each written row adds the fragmentation anatomy of that point (fraglab/anatomy.hpp):
 // rounding_bytes,cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,
 // other_bytes — computed for written rows only (each costs a walk of the policy's segments).

@@ -74,7 +74,11 @@ class BestFitPolicy final : public kit::RetryingPolicy {
     address_space_full_ = false;
     // The cache flush: give back every cached page, then one more try.
     const std::optional<Addr> addr = with_flush_and_retry<Addr>(
-        [&] { return try_allocate(rounded); }, [&] { release_free_pages(); },
+        [&] { return try_allocate(rounded); },
+        [&] {
+          device_.synchronize();  // a flush waits for the device (README "Device time")
+          release_free_pages();
+        },
         [&] {
           return fmt::format(
               "bestfit: out of memory allocating {} bytes ({} rounded): {} of {} bytes reserved, arena {} bytes, "

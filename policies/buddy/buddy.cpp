@@ -94,7 +94,11 @@ class BuddyPolicy final : public kit::RetryingPolicy {
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
     // The cache flush: return every wholly free top-level block, then one more try.
     std::optional<Block> block = with_flush_and_retry<Block>(
-        [&] { return try_allocate(size, stream); }, [&] { release_free_top_blocks(); },
+        [&] { return try_allocate(size, stream); },
+        [&] {
+          device_.synchronize();  // a flush waits for the device (README "Device time")
+          release_free_top_blocks();
+        },
         [&] {
           return fmt::format(
               "buddy: out of memory allocating {} bytes ({} as a power of two): {} of {} bytes reserved, {} "

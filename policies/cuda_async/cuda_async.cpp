@@ -88,11 +88,14 @@ Options parse_options(std::string_view text) {
 class CudaAsyncPolicy final : public kit::RetryingPolicy {
  public:
   CudaAsyncPolicy(Options options, Device& device)
-      : device_(device), options_(options), page_(device.granularity()), pages_(device) {}
+      : device_(device), options_(options), page_(device.granularity()), pages_(device) {
+    device.set_vmm_calls_inside_pool_calls();  // charged as cudaMallocAsync / cudaMemPoolTrimTo
+  }
 
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
     // A request beyond any address range (a corrupt size) must not wrap the arithmetic below.
     const Bytes rounded = kit::round_request(size, kRounding);
+    const Bytes mapped_before = pages_.mapped_bytes();
     const std::optional<Addr> addr = with_flush_and_retry<Addr>(
         [&] {
           std::optional<Addr> placed = place(rounded, stream, Reuse::StreamOrder);
@@ -100,8 +103,9 @@ class CudaAsyncPolicy final : public kit::RetryingPolicy {
           return placed;
         },
         [&] {  // the flush: a device synchronisation and TrimTo(0), then one more try
+          device_.synchronize();
           synchronize(/*complete_deferred_frees=*/true);
-          trim_to(0);
+          trim_to_zero_call();
         },
         [&] { return place(rounded, stream, Reuse::StreamOrder); },
         [&] {
@@ -112,6 +116,11 @@ class CudaAsyncPolicy final : public kit::RetryingPolicy {
               size, rounded, stream, pages_.mapped_bytes(), used_, device_.capacity(), space_.all().total(),
               space_.all().largest());
         });
+    // README "Device time": a request served from the pool's mapped memory is a hit; one that
+    // made the pool map memory (or failed to) a miss.
+    device_.charge(
+        addr && pages_.mapped_bytes() <= mapped_before ? ApiCall::CudaMallocAsyncHit : ApiCall::CudaMallocAsyncMiss,
+        rounded);
     if (!addr) return std::nullopt;
     used_ += rounded;
     used_high_ = std::max(used_high_, used_);
@@ -150,8 +159,8 @@ class CudaAsyncPolicy final : public kit::RetryingPolicy {
 
   // torch.cuda.empty_cache(): cudaDeviceSynchronize() + cudaMemPoolTrimTo(pool, 0).
   void empty_cache() override {
-    synchronize(/*complete_deferred_frees=*/false);
-    trim_to(0);
+    synchronize(/*complete_deferred_frees=*/false);  // the Replayer charges the cudaDeviceSynchronize
+    trim_to_zero_call();
   }
 
   void mark(std::string_view label, std::string_view /*value*/) override {
@@ -306,6 +315,15 @@ class CudaAsyncPolicy final : public kit::RetryingPolicy {
       awaiting_completion_.clear();
     }
     space_.synchronize();
+  }
+
+  // An explicit cudaMemPoolTrimTo(pool, 0), charged with the bytes it releases (README "Device
+  // time"; the driver's own trims to the release threshold at synchronisation points are not API
+  // calls of the program and are not charged).
+  void trim_to_zero_call() {
+    const Bytes before = pages_.mapped_bytes();
+    trim_to(0);
+    device_.charge(ApiCall::CudaMemPoolTrimTo, before - pages_.mapped_bytes());
   }
 
   // Unmaps whole free pages, highest addresses first, until at most `limit` bytes are mapped.

@@ -111,6 +111,7 @@ class GeminiPolicy final : public Policy {
     std::optional<Block> block = store_->pack(cls, size, stream);
     if (!block) {
       ++counters_.num_alloc_retries;
+      device_.synchronize();  // a flush waits for the device (README "Device time")
       store_->release_empty_chunks();
       inner_->empty_cache();
       block = store_->pack(cls, size, stream);
@@ -235,6 +236,7 @@ class GeminiPolicy final : public Policy {
       // The inner policy flushed its own cache already; what gemini caches may be enough. The
       // inner policy counts one out-of-memory result more than the replay sees, either way.
       ++counters_.num_alloc_retries;
+      device_.synchronize();  // a flush waits for the device (README "Device time")
       ++inner_ooms_doubled_;
       block = inner_->allocate(size, stream);
     }

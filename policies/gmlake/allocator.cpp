@@ -72,6 +72,7 @@ std::optional<Block> Allocator::malloc_large(const Request& r) {
   release_cached_pblocks();
   small_.empty_cache();
   ++retries_;
+  device_.synchronize();  // the flush waited for the device (README "Device time")
   if (auto b = allocate_new_segment(r)) return b;
   if (auto b = stitch(r, 2)) return b;
   return out_of_memory(r.requested, r.stream, "large");

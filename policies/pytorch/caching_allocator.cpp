@@ -107,7 +107,10 @@ bool CachingAllocator::get_free_block(Request& r) {
 
 // §5.1: a new segment (cudaMalloc) or new pages (expandable).
 bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
-  if (is_retry) ++stats_.num_alloc_retries;                         // counted on entering the last rung (§14.4)
+  if (is_retry) {
+    ++stats_.num_alloc_retries;  // counted on entering the last rung (§14.4)
+    device_.synchronize();       // the flush waited for the device (README "Device time")
+  }
   if (allowed_ && total_ + r.alloc_size > *allowed_) return false;  // uses alloc_size even if expandable
   if (expandable_active_) {
     r.block = try_allocate_expandable_block(r);

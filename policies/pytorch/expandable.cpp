@@ -75,7 +75,8 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
 bool CachingAllocator::map_block(NodeId id, Bytes size) {
   const ExpandableSegment& seg = expandable_[static_cast<std::size_t>(nodes_[id].segment)];
   const Bytes mapped = std::min(seg.page * ((size + seg.page - 1) / seg.page), nodes_[id].size);
-  if (!device_.map(nodes_[id].addr, mapped)) return false;  // a failed map leaves nothing behind
+  // One cuMemCreate per page of the segment's size (README "Device time").
+  if (!device_.map(nodes_[id].addr, mapped, seg.page)) return false;  // a failed map leaves nothing behind
   BlockPool& pool = pool_of(nodes_[id].pool);
   pool.unmapped.erase({nodes_[id].stream, nodes_[id].addr});
   nodes_[id].mapped = true;
@@ -135,7 +136,7 @@ void CachingAllocator::unmap_block(NodeId id) {
   if (first >= last) return;
   const Addr uaddr = seg.base + first * page;
   const Bytes usize = (last - first) * page;
-  device_.unmap(uaddr, usize);
+  device_.unmap(uaddr, usize, page);
   BlockPool& pool = pool_of(nodes_[id].pool);
   pool.blocks.erase(key_of(nodes_[id]));
 

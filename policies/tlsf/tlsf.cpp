@@ -59,7 +59,11 @@ class TlsfPolicy final : public kit::RetryingPolicy {
     };
     // The cache flush: give back every wholly free pool, then one more try.
     const std::optional<TlsfHeap::Index> index = with_flush_and_retry<TlsfHeap::Index>(
-        attempt, [&] { release_free_pools(); },
+        attempt,
+        [&] {
+          device_.synchronize();  // a flush waits for the device (README "Device time")
+          release_free_pools();
+        },
         [&] {
           return fmt::format(
               "tlsf: out of memory allocating {} bytes ({} rounded): {} of {} bytes reserved, {} pools, {} bytes "

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/device_choice.hpp"
 #include "cli/log.hpp"
 #include "fraglab/memory_budget.hpp"
 #include "fraglab/sim_device.hpp"
@@ -31,7 +32,10 @@ bool parse_command_line(int argc, char** argv, const std::string& usage, const p
       "the most heap memory the command may use, e.g. 8GiB (default: three quarters of this machine's "
       "memory, {}); an input that needs more is refused with an error (exit 2)",
       format_bytes(default_memory_budget()));
-  all.add_options()("max-memory", po::value<std::string>(), max_memory_help.c_str())("help,h", "show this help");
+  all.add_options()("max-memory", po::value<std::string>(), max_memory_help.c_str())(
+      "cost-model", po::value<std::string>(),
+      "FILE.json: the time of each device call for device_time_s / stall_time_s (README \"Device time\"; default: "
+      "published figures); for the commands that replay")("help,h", "show this help");
   // The global options (log.hpp), which may also come before the command.
   all.add_options()("verbose,v", "also show details on stderr (files read, settings chosen, timing)")(
       "quiet,q", "show only errors on stderr")(
@@ -46,6 +50,7 @@ bool parse_command_line(int argc, char** argv, const std::string& usage, const p
     return false;
   }
   if (vm.count("max-memory")) set_memory_budget(parse_max_memory(vm["max-memory"].as<std::string>()));
+  if (vm.count("cost-model")) use_cost_model_file(vm["cost-model"].as<std::string>());
   po::notify(vm);
   return true;
 }

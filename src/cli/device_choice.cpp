@@ -16,11 +16,23 @@
 namespace fraglab::cli {
 namespace {
 
+std::shared_ptr<const CostModel>& cost_model_option() {
+  static std::shared_ptr<const CostModel> model;  // null: the defaults
+  return model;
+}
+
 DeviceChoice from_spec(const std::string& spec, const std::string& label, const std::string& source) {
-  return DeviceChoice{parse_device_spec(spec), label, source};  // its one-line error on a bad spec
+  DeviceChoice choice{parse_device_spec(spec), label, source};  // its one-line error on a bad spec
+  choice.device.costs = cost_model_option();
+  return choice;
 }
 
 }  // namespace
+
+void use_cost_model_file(const std::string& path) {
+  cost_model_option() = std::make_shared<const CostModel>(read_cost_model(path));
+  log::info(fmt::format("cost model: {}", path));
+}
 
 DeviceChoice choose_device(const std::optional<std::string>& device_option) {
   if (device_option) {

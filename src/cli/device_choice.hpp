@@ -27,6 +27,11 @@ struct DeviceChoice {
   bool assumed() const { return source == kSourceDefault; }
 };
 
+// --cost-model FILE.json (README "Device time"): every device chosen from now on charges its calls
+// by this file's figures (the defaults for the calls it does not name). Throws InputError naming
+// the file and the key.
+void use_cost_model_file(const std::string& path);
+
 // --device when given; otherwise, when the trace recorded an oom, the memory its allocator could
 // obtain then (reserved + device_free, fraglab/recorded_memory.hpp; never below the recorded
 // peak reserved); otherwise the default 80 GiB. Throws InputError on a bad --device.

@@ -21,6 +21,7 @@ void Device::remove_listener(DeviceListener* listener) {
 
 std::optional<Addr> Device::malloc(Bytes size, Addr at) {
   std::optional<Addr> addr = do_malloc(size, at);
+  time_malloc(size);
   if (!addr) {
     ++counters_.malloc_failures;
     return std::nullopt;
@@ -33,6 +34,7 @@ std::optional<Addr> Device::malloc(Bytes size, Addr at) {
 
 void Device::free(Addr addr) {
   Bytes released = do_free(addr);
+  time_free(released);
   ++counters_.free_calls;
   reserved_ -= released;
   notify(DeviceCall::Free, addr, released);
@@ -40,28 +42,35 @@ void Device::free(Addr addr) {
 
 std::optional<Addr> Device::reserve_range(Bytes size, Addr at) {
   std::optional<Addr> addr = do_reserve_range(size, at);
-  if (addr) ++counters_.reserve_calls;
+  if (addr) {
+    ++counters_.reserve_calls;
+    time_reserve(*addr, size);
+  }
   return addr;
 }
 
 void Device::release_range(Addr addr) {
   do_release_range(addr);
+  time_release(addr);
   ++counters_.release_calls;
 }
 
-bool Device::map(Addr addr, Bytes size) {
+bool Device::map(Addr addr, Bytes size, Bytes handle) {
   if (!do_map(addr, size)) {
+    time_map(size, handle, false);
     ++counters_.map_failures;
     return false;
   }
+  time_map(size, handle, true);
   ++counters_.map_calls;
   add_reserved(size);
   notify(DeviceCall::Map, addr, size);
   return true;
 }
 
-void Device::unmap(Addr addr, Bytes size) {
+void Device::unmap(Addr addr, Bytes size, Bytes handle) {
   do_unmap(addr, size);
+  time_unmap(size, handle);
   ++counters_.unmap_calls;
   reserved_ -= size;
   notify(DeviceCall::Unmap, addr, size);
@@ -69,12 +78,14 @@ void Device::unmap(Addr addr, Bytes size) {
 
 void Device::map_alias(Addr addr, Bytes size, Addr source) {
   do_map_alias(addr, size, source);
+  time_map_alias(size);
   ++counters_.alias_map_calls;
   notify(DeviceCall::MapAlias, addr, size);
 }
 
 void Device::unmap_alias(Addr addr, Bytes size) {
   do_unmap_alias(addr, size);
+  time_unmap_alias(size);
   ++counters_.alias_unmap_calls;
   notify(DeviceCall::UnmapAlias, addr, size);
 }

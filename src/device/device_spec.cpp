@@ -69,11 +69,15 @@ DeviceSpec device_spec(const SimDeviceConfig& config) {
 std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
 #ifdef FRAGLAB_HAVE_CUDA
   if (spec.is_cuda()) {
-    return std::make_unique<cuda::CudaDevice>(spec.cuda_driver, spec.cuda_ordinal, spec.sim,
-                                              fmt::format("--device '{}'", spec.text));
+    auto device = std::make_unique<cuda::CudaDevice>(spec.cuda_driver, spec.cuda_ordinal, spec.sim,
+                                                     fmt::format("--device '{}'", spec.text));
+    if (spec.costs) device->set_cost_model(*spec.costs);
+    return device;
   }
 #endif
-  return std::make_unique<SimDevice>(spec.sim);
+  std::unique_ptr<Device> device = std::make_unique<SimDevice>(spec.sim);
+  if (spec.costs) device->set_cost_model(*spec.costs);
+  return device;
 }
 
 }  // namespace fraglab

@@ -194,6 +194,7 @@ void Replayer::begin(std::string policy_spec, bool streamed) {
   }
   device_allocs_at_start_ = device_.device_allocs();
   device_frees_at_start_ = device_.device_frees();
+  device_.reset_time();  // the time of rebuilding the start state is not the run's
   m.reserved_at_start = device_.reserved();
   m.peak_requested = requested;
   m.peak_allocated = allocated;
@@ -271,6 +272,8 @@ void Replayer::feed(std::span<const Event> events) {
         break;
       }
       case Op::EmptyCache:
+        // torch.cuda.empty_cache() waits for the device before it frees (README "Device time").
+        device_.synchronize();
         policy_.empty_cache();
         break;
       case Op::Mark:
@@ -295,7 +298,7 @@ void Replayer::feed(std::span<const Event> events) {
     peak_requested = std::max(peak_requested, requested);
     peak_allocated = std::max(peak_allocated, allocated);
     if (!observers_.empty()) {
-      const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out};
+      const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out, &device_.time()};
       for (ReplayObserver* o : observers_) o->on_event(point);
     }
     if (stop_on_oom && e.op == Op::Alloc && handed_out == nullptr && !result.ooms.empty()) {
@@ -334,6 +337,8 @@ ReplayResult Replayer::finish() {
   m.num_ooms = result.ooms.size();
   m.num_device_alloc = device_.device_allocs() - device_allocs_at_start_;
   m.num_device_free = device_.device_frees() - device_frees_at_start_;
+  m.device_time_s = device_.time().device_us / 1e6;
+  m.stall_time_s = device_.time().stall_us / 1e6;
   result.detailed_stats = policy_.detailed_stats();
   result.notes = policy_.notes();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_->started).count();

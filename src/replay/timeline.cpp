@@ -22,7 +22,7 @@ TimelineWriter::TimelineWriter(std::ostream& out, const std::string& policy, std
     : out_(out), policy_(csv_quote(policy)), every_(std::max<std::uint64_t>(every, 1)), anatomy_(anatomy) {}
 
 void TimelineWriter::write_header(std::ostream& out, bool anatomy) {
-  out << "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step";
+  out << "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s";
   if (anatomy) {
     out << ",rounding_bytes,cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,"
            "other_bytes";
@@ -51,8 +51,10 @@ void TimelineWriter::on_event(const ReplayPoint& point) {
   const bool reserved_changed = point.reserved != last_reserved_;
   last_reserved_ = point.reserved;
   if (point.event_index % every_ != 0 && !reserved_changed) return;
-  fmt::format_to(std::back_inserter(buffer_), "{},{},{},{},{},{},{}", policy_, point.event_index, op_name(e.op),
-                 point.requested, point.allocated, point.reserved, step_);
+  // Times as the results files write doubles (shortest round trip), cumulative from the start.
+  const DeviceTime time = point.device_time != nullptr ? *point.device_time : DeviceTime{};
+  fmt::format_to(std::back_inserter(buffer_), "{},{},{},{},{},{},{},{},{}", policy_, point.event_index, op_name(e.op),
+                 point.requested, point.allocated, point.reserved, step_, time.device_us / 1e6, time.stall_us / 1e6);
   if (anatomy_) {
     const Anatomy a =
         anatomy_of(*policy_obj_, AnatomyInput{static_cast<std::int64_t>(point.event_index), point.reserved,

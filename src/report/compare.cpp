@@ -29,17 +29,19 @@ std::string compare_table(const TraceSummary& summary, const std::vector<ReplayR
   const std::string bound_name = "lower_bound (peak requested)";
   size_t width = bound_name.size();
   for (const ReplayResult& r : runs) width = std::max(width, row_name(r).size());
-  std::string out = fmt::format("{:<{}}  {:>12}  {:>10}  {:>8}  {:>7}  {:>7}  {:>5}  {:>12}", "policy", width,
-                                "peak_resv", "over_bound", "frag@pk", "util", "retries", "ooms", "device_calls");
+  std::string out = fmt::format("{:<{}}  {:>12}  {:>10}  {:>8}  {:>7}  {:>7}  {:>5}  {:>12}  {:>10}  {:>10}", "policy",
+                                width, "peak_resv", "over_bound", "frag@pk", "util", "retries", "ooms", "device_calls",
+                                "device_s", "stall_s");
   if (options.include_timing) out += fmt::format("  {:>9}", "time_s");
   out += '\n';
   out += fmt::format("{:<{}}  {:>12}  {:>10}\n", bound_name, width, format_bytes(summary.peak_requested), "-");
   for (const ReplayResult& r : runs) {
     const Metrics& m = r.metrics;
-    out += fmt::format("{:<{}}  {:>12}  {:>+9.1f}%  {:>8.4f}  {:>7.4f}  {:>7}  {:>5}  {:>12}", row_name(r), width,
-                       format_bytes(m.peak_reserved), 100.0 * overhead_over(m.peak_reserved, summary.peak_requested),
-                       m.fragmentation_at_peak, m.peak_utilization, m.num_alloc_retries, m.num_ooms,
-                       m.num_device_alloc + m.num_device_free);
+    out += fmt::format("{:<{}}  {:>12}  {:>+9.1f}%  {:>8.4f}  {:>7.4f}  {:>7}  {:>5}  {:>12}  {:>10.6f}  {:>10.6f}",
+                       row_name(r), width, format_bytes(m.peak_reserved),
+                       100.0 * overhead_over(m.peak_reserved, summary.peak_requested), m.fragmentation_at_peak,
+                       m.peak_utilization, m.num_alloc_retries, m.num_ooms, m.num_device_alloc + m.num_device_free,
+                       m.device_time_s, m.stall_time_s);
     if (options.include_timing) out += fmt::format("  {:>9.3f}", r.seconds);
     out += '\n';
   }

@@ -73,6 +73,8 @@ std::string best_lines(const SweepRow& best, const SweepRow* baseline, std::stri
   }
   out += fmt::format(", {} retries, {} device calls, fragmentation at peak {:.4f}\n", best.metrics.num_alloc_retries,
                      best.device_calls(), best.metrics.fragmentation_at_peak);
+  out += fmt::format("  device time {:.6f} s, of which stall {:.6f} s (estimated, README \"Device time\")\n",
+                     best.metrics.device_time_s, best.metrics.stall_time_s);
   if (const auto line = alloc_conf_line(best.spec)) {
     out += *line + (line->back() == '=' ? "   (PyTorch's defaults: leave it unset)\n" : "\n");
   }
@@ -149,13 +151,15 @@ std::string trace_section(const std::vector<SweepRow>& rows, const std::vector<s
 
   // The Pareto front; settings with identical figures share one line.
   const std::vector<SweepRow> front = pareto_front(rows);
-  out += "\nPareto front (lower peak reserved vs fewer retries vs fewer device calls; runs with OOMs left out):\n";
+  out += "\nPareto front (lower peak reserved vs less device time; runs with OOMs left out):\n";
   if (front.empty()) out += "  (none: every setting ran out of memory)\n";
   for (size_t i = 0; i < front.size();) {
     size_t j = i + 1;
-    while (j < front.size() && same_rank_figures(front[i], front[j])) ++j;
-    out += fmt::format("  {:>12}  {:>7} retries  {:>9} device calls  {}", format_bytes(front[i].metrics.peak_reserved),
-                       front[i].metrics.num_alloc_retries, front[i].device_calls(), describe_knobs(front[i], keys));
+    while (j < front.size() && same_front_figures(front[i], front[j])) ++j;
+    out += fmt::format("  {:>12}  {:>10.6f} s device  {:>10.6f} s stall  {:>7} retries  {:>9} device calls  {}",
+                       format_bytes(front[i].metrics.peak_reserved), front[i].metrics.device_time_s,
+                       front[i].metrics.stall_time_s, front[i].metrics.num_alloc_retries, front[i].device_calls(),
+                       describe_knobs(front[i], keys));
     if (j - i > 1) out += fmt::format(" (+{} more with the same figures)", j - i - 1);
     out += '\n';
     i = j;

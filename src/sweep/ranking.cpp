@@ -35,17 +35,24 @@ std::vector<SweepRow> rank_rows(std::vector<SweepRow> rows) {
   return rows;
 }
 
+bool same_front_figures(const SweepRow& a, const SweepRow& b) {
+  return a.metrics.peak_reserved == b.metrics.peak_reserved && a.metrics.device_time_s == b.metrics.device_time_s;
+}
+
 std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows) {
-  // Ranked by peak reserved, a row is on the front iff no earlier row (less or equal reserved) is
-  // at least as good on retries and device calls and strictly better somewhere.
+  // Ordered by peak reserved, then device time (ties as rank_rows), a row is on the front iff no
+  // row before it (less or equal reserved) takes no more device time and differs in a figure.
   std::vector<SweepRow> ranked = rank_rows(rows);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const SweepRow& a, const SweepRow& b) {
+    if (a.metrics.peak_reserved != b.metrics.peak_reserved) return a.metrics.peak_reserved < b.metrics.peak_reserved;
+    return a.metrics.device_time_s < b.metrics.device_time_s;
+  });
   std::vector<SweepRow> front;
   for (const SweepRow& r : ranked) {
     if (r.metrics.num_ooms > 0) continue;
     const bool dominated = std::any_of(front.begin(), front.end(), [&](const SweepRow& s) {
-      return s.metrics.peak_reserved <= r.metrics.peak_reserved &&
-             s.metrics.num_alloc_retries <= r.metrics.num_alloc_retries && s.device_calls() <= r.device_calls() &&
-             !same_rank_figures(s, r);
+      return s.metrics.peak_reserved <= r.metrics.peak_reserved && s.metrics.device_time_s <= r.metrics.device_time_s &&
+             !same_front_figures(s, r);
     });
     if (!dominated) front.push_back(r);
   }

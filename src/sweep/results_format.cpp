@@ -24,6 +24,7 @@ struct MetricColumn {
   bool is_double;
   std::uint64_t Metrics::*count;
   double Metrics::*ratio;
+  bool seconds = false;  // a double that is a time (>= 0), not a fraction
 };
 
 // Order of the metric columns in every results file.
@@ -37,6 +38,8 @@ const MetricColumn kMetricColumns[] = {
     {"num_ooms", false, &Metrics::num_ooms, nullptr},
     {"num_device_alloc", false, &Metrics::num_device_alloc, nullptr},
     {"num_device_free", false, &Metrics::num_device_free, nullptr},
+    {"device_time_s", true, nullptr, &Metrics::device_time_s, true},
+    {"stall_time_s", true, nullptr, &Metrics::stall_time_s, true},
 };
 constexpr size_t kFixedColumns = 3;  // trace, device, spec
 
@@ -93,12 +96,20 @@ std::uint64_t parse_count(std::string_view text, const char* column, const LineO
 // Fractions (fragmentation_at_peak, peak_utilization) are 0..1; nan, inf and the rest are corrupt.
 bool is_fraction(double value) { return std::isfinite(value) && value >= 0 && value <= 1; }
 
-double parse_ratio(std::string_view text, const char* column, const LineOrigin& at) {
+// Times (device_time_s, stall_time_s) are finite seconds >= 0.
+bool is_seconds(double value) { return std::isfinite(value) && value >= 0; }
+
+bool valid_double(const MetricColumn& c, double value) { return c.seconds ? is_seconds(value) : is_fraction(value); }
+const char* expected_double(const MetricColumn& c) {
+  return c.seconds ? "expected seconds (a finite number >= 0)" : "expected a fraction (a number 0..1)";
+}
+
+double parse_ratio(std::string_view text, const MetricColumn& c, const LineOrigin& at) {
   const std::string s(text);
   char* end = nullptr;
   const double value = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !is_fraction(value)) {
-    throw InputError(fmt::format("{}: {} = '{}': expected a fraction (a number 0..1)", at, column, text));
+  if (s.empty() || end != s.c_str() + s.size() || !valid_double(c, value)) {
+    throw InputError(fmt::format("{}: {} = '{}': {}", at, c.name, text, expected_double(c)));
   }
   return value;
 }
@@ -192,7 +203,7 @@ SweepRow parse_csv_row(std::string_view line, const std::vector<std::string>& kn
   size_t f = kFixedColumns + knob_keys.size();
   for (const MetricColumn& c : kMetricColumns) {
     if (c.is_double)
-      row.metrics.*c.ratio = parse_ratio(fields[f++], c.name, at);
+      row.metrics.*c.ratio = parse_ratio(fields[f++], c, at);
     else
       row.metrics.*c.count = parse_count(fields[f++], c.name, at);
   }
@@ -249,8 +260,8 @@ SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_k
     if (!j.contains(c.name)) throw InputError(fmt::format("{}: the row has no '{}'", at, c.name));
     const auto& v = j[c.name];
     if (c.is_double) {
-      if (!v.is_number() || !is_fraction(v.get<double>()))
-        throw InputError(fmt::format("{}: {} = {}: expected a fraction (a number 0..1)", at, c.name, v.dump()));
+      if (!v.is_number() || !valid_double(c, v.get<double>()))
+        throw InputError(fmt::format("{}: {} = {}: {}", at, c.name, v.dump(), expected_double(c)));
       row.metrics.*c.ratio = v.get<double>();
     } else {
       if (!v.is_number_unsigned() || v.get<std::uint64_t>() > kMaxResultCount) {

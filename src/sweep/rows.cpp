@@ -84,6 +84,8 @@ SweepRow make_row(const std::string& trace, const std::string& device, const Set
   row.metrics.num_ooms = m.num_ooms;
   row.metrics.num_device_alloc = m.num_device_alloc;
   row.metrics.num_device_free = m.num_device_free;
+  row.metrics.device_time_s = m.device_time_s;
+  row.metrics.stall_time_s = m.stall_time_s;
   return row;
 }
 
@@ -94,7 +96,9 @@ bool SweepRow::operator==(const SweepRow& o) const {
          a.peak_reserved == b.peak_reserved && a.peak_allocated == b.peak_allocated &&
          a.peak_requested == b.peak_requested && a.fragmentation_at_peak == b.fragmentation_at_peak &&
          a.peak_utilization == b.peak_utilization && a.num_alloc_retries == b.num_alloc_retries &&
-         a.num_ooms == b.num_ooms && a.num_device_alloc == b.num_device_alloc && a.num_device_free == b.num_device_free;
+         a.num_ooms == b.num_ooms && a.num_device_alloc == b.num_device_alloc &&
+         a.num_device_free == b.num_device_free && a.device_time_s == b.device_time_s &&
+         a.stall_time_s == b.stall_time_s;
 }
 
 std::string row_key(std::string_view trace, std::string_view device, std::string_view spec) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "support/command.hpp"
 
@@ -60,11 +61,12 @@ TEST(AnatomyCli, TimelineAnatomyColumns) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string text = read_text(csv);
   EXPECT_EQ(text.substr(0, text.find('\n')),
-            "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,rounding_bytes,cached_free_usable_"
+            "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s,rounding_"
+            "bytes,cached_free_usable_"
             "bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,other_bytes");
-  EXPECT_NE(text.find("\"pytorch:max_split_size_mb:40\",7,free,5242881,5243392,96468992,,511,20971520,15728128,"
-                      "52428800,2097152,0\n"),
-            std::string::npos)
+  // The two time columns between step and the anatomy (device_time_s, stall_time_s).
+  EXPECT_TRUE(std::regex_search(text, std::regex("\"pytorch:max_split_size_mb:40\",7,free,5242881,5243392,96468992,,"
+                                                 "[0-9.e-]+,[0-9.e-]+,511,20971520,15728128,52428800,2097152,0\n")))
       << text;
 }
 

@@ -138,7 +138,9 @@ TEST(Cli, TimelineHasOneRowPerEvent) {
   const auto j = nlohmann::json::parse(inspect.out);
   const std::string text = slurp(csv);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), j["events"].get<long>() + 1);  // + header
-  EXPECT_EQ(text.rfind("policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step\n", 0), 0u);
+  EXPECT_EQ(
+      text.rfind("policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s\n", 0),
+      0u);
 }
 
 TEST(Cli, BadInputIsAOneLineErrorWithExitCode2) {

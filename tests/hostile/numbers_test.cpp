@@ -183,14 +183,19 @@ TEST(HostileNumbers, MergeRefusesResultsNumbersOutOfRange) {
       {"sweep", sample_trace(), "--grid", "max_split_size_mb=none,64", "-o", csv, "--overwrite", "--no-progress"});
   ASSERT_EQ(sweep.status, 0) << sweep.err;
   const std::string csv_text = read_text(csv);
-  // The first data row (line 3, after the metadata and the header): its peak_reserved_bytes is
-  // the first number after the spec; replace the row's last field (num_device_free) with 2^64.
+  // The first data row (line 3, after the metadata and the header) ends with num_device_free,
+  // device_time_s, stall_time_s: replace num_device_free with 2^64, then stall_time_s with -1.
   const size_t row = csv_text.find('\n', csv_text.find('\n') + 1) + 1;
   const size_t end = csv_text.find('\n', row);
   const size_t last = csv_text.rfind(',', end);
-  write_text(csv, csv_text.substr(0, last + 1) + "18446744073709551616" + csv_text.substr(end));
+  const size_t time = csv_text.rfind(',', last - 1);
+  const size_t free_at = csv_text.rfind(',', time - 1);
+  write_text(csv, csv_text.substr(0, free_at + 1) + "18446744073709551616" + csv_text.substr(time));
   expect_refused({"merge", csv, "-o", (dir() / "merged.csv").string(), "--overwrite"},
                  {csv + ":3:", "num_device_free = '18446744073709551616'", "expected a count"});
+  write_text(csv, csv_text.substr(0, last + 1) + "-1" + csv_text.substr(end));
+  expect_refused({"merge", csv, "-o", (dir() / "merged.csv").string(), "--overwrite"},
+                 {csv + ":3:", "stall_time_s = '-1'", "expected seconds (a finite number >= 0)"});
 }
 
 // Row 2, merge's side: a results file whose metadata declares a 10^9-setting grid (was: the grid

@@ -226,9 +226,10 @@ TEST(Anatomy, TimelineColumnsAddUpOnEveryRow) {
   std::istringstream lines(csv.str());
   std::string line;
   std::getline(lines, line);
-  EXPECT_EQ(line,
-            "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,rounding_bytes,"
-            "cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,other_bytes");
+  EXPECT_EQ(
+      line,
+      "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s,rounding_bytes,"
+      "cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,other_bytes");
   size_t rows = 0;
   while (std::getline(lines, line)) {
     std::vector<std::string> cells;
@@ -236,11 +237,11 @@ TEST(Anatomy, TimelineColumnsAddUpOnEveryRow) {
     std::string cell;
     while (std::getline(split, cell, ',')) cells.push_back(cell);
     if (line.back() == ',') cells.emplace_back();
-    ASSERT_EQ(cells.size(), 13u) << line;
+    ASSERT_EQ(cells.size(), 15u) << line;
     const std::int64_t requested = std::stoll(cells[3]);
     const std::int64_t reserved = std::stoll(cells[5]);
     std::int64_t parts = 0;
-    for (size_t i = 7; i < 13; ++i) parts += std::stoll(cells[i]);
+    for (size_t i = 9; i < 15; ++i) parts += std::stoll(cells[i]);  // after step and the two times
     EXPECT_EQ(parts, reserved - requested) << line;
     ++rows;
   }

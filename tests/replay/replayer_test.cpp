@@ -129,10 +129,11 @@ TEST(Timeline, WritesOneRowPerEventWithTheStepMark) {
   TimelineWriter writer(csv, "nocache");
   replay(t, "nocache", {}, {}, &writer);
   EXPECT_EQ(csv.str(),
-            "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step\n"
-            "\"nocache\",0,mark,0,0,0,3\n"
-            "\"nocache\",1,alloc,512,512,512,3\n"
-            "\"nocache\",2,free,0,0,0,3\n");
+            "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s\n"
+            // The default figures: cudaMalloc 7 us, cudaFree 7 us (a stall), cumulative.
+            "\"nocache\",0,mark,0,0,0,3,0,0\n"
+            "\"nocache\",1,alloc,512,512,512,3,7e-06,0\n"
+            "\"nocache\",2,free,0,0,0,3,1.4e-05,7e-06\n");
 }
 
 TEST(Timeline, SamplingKeepsEveryReservedChange) {

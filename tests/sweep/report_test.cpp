@@ -10,7 +10,7 @@ namespace fraglab {
 namespace {
 
 SweepRow point(const std::string& name, Bytes reserved_mib, std::uint64_t retries, std::uint64_t calls,
-               std::uint64_t ooms = 0) {
+               std::uint64_t ooms = 0, double device_ms = 0) {
   SweepRow r;
   r.trace = "t";
   r.device = "sim";
@@ -20,6 +20,8 @@ SweepRow point(const std::string& name, Bytes reserved_mib, std::uint64_t retrie
   r.metrics.num_alloc_retries = retries;
   r.metrics.num_device_alloc = calls;  // all calls as allocs: device_calls() = calls
   r.metrics.num_ooms = ooms;
+  r.metrics.device_time_s = device_ms / 1000;
+  r.metrics.stall_time_s = device_ms / 2000;
   return r;
 }
 
@@ -30,12 +32,15 @@ std::vector<std::string> names(const std::vector<SweepRow>& rows) {
   return out;
 }
 
-// (peak reserved MiB, retries, device calls):
-//   E (90,1,50) B (100,0,20) A (100,5,10) F (100,5,10) C (120,0,5) D (130,0,30) G (80,0,0, OOM)
-// By hand: D is dominated by B (no worse anywhere, better on all three); G ran out of memory;
-// every other point beats each of the rest on some axis; A and F tie exactly and both stay.
-const std::vector<SweepRow> kRows = {point("A", 100, 5, 10), point("B", 100, 0, 20), point("C", 120, 0, 5),
-                                     point("D", 130, 0, 30), point("E", 90, 1, 50),  point("F", 100, 5, 10),
+// (peak reserved MiB, retries, device calls, device time ms):
+//   E (90,1,50,50) B (100,0,20,20) A (100,5,10,10) F (100,5,10,10) C (120,0,5,5) D (130,0,30,30)
+//   G (80,0,0,0, OOM)
+// The Pareto front is over peak reserved and device time. By hand: E has the least peak but costs
+// the most time, and stays; B is dominated by A (same peak, less time); D by A (less peak, less
+// time); G ran out of memory; A and F tie exactly and both stay; C has the least time.
+const std::vector<SweepRow> kRows = {point("A", 100, 5, 10, 0, 10), point("B", 100, 0, 20, 0, 20),
+                                     point("C", 120, 0, 5, 0, 5),   point("D", 130, 0, 30, 0, 30),
+                                     point("E", 90, 1, 50, 0, 50),  point("F", 100, 5, 10, 0, 10),
                                      point("G", 80, 0, 0, 1)};
 
 TEST(Report, RankByPeakThenRetriesThenCallsOomsLast) {
@@ -43,7 +48,21 @@ TEST(Report, RankByPeakThenRetriesThenCallsOomsLast) {
 }
 
 TEST(Report, ParetoFrontByHand) {
-  EXPECT_EQ(names(pareto_front(kRows)), (std::vector<std::string>{"E", "B", "A", "F", "C"}));
+  EXPECT_EQ(names(pareto_front(kRows)), (std::vector<std::string>{"E", "A", "F", "C"}));
+}
+
+TEST(Report, ParetoFrontKeepsALowerPeakThatCostsMoreTime) {
+  // L needs less memory but more device time than M; H is worse than M on both.
+  const std::vector<SweepRow> rows = {point("L", 80, 0, 9, 0, 40), point("M", 100, 0, 9, 0, 4),
+                                      point("H", 110, 0, 1, 0, 5)};
+  EXPECT_EQ(names(pareto_front(rows)), (std::vector<std::string>{"L", "M"}));
+  // Fewer device calls do not save H: the front weighs time, not calls.
+  const std::string text = sweep_report(ResultsTable{{"max_split_size_mb"}, rows});
+  EXPECT_NE(text.find("Pareto front (lower peak reserved vs less device time"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.040000 s device    0.020000 s stall"), std::string::npos) << text;
+  // The recommendation (least peak) states its device and stall time.
+  EXPECT_NE(text.find("best: pytorch:max_split_size_mb:L\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  device time 0.040000 s, of which stall 0.020000 s"), std::string::npos) << text;
 }
 
 TEST(Report, AllocConfLineIsReadyToPaste) {

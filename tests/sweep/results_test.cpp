@@ -32,6 +32,8 @@ SweepRow row(std::string trace, std::vector<std::optional<std::string>> knobs, B
   r.metrics.num_ooms = 0;
   r.metrics.num_device_alloc = 123;
   r.metrics.num_device_free = 45;
+  r.metrics.device_time_s = 0.1 + 0.2;  // 0.30000000000000004: the exact round trip of a time
+  r.metrics.stall_time_s = 1e-6 / 3;
   return r;
 }
 
@@ -78,7 +80,8 @@ TEST(Results, CsvAndJsonlRoundTripExactly) {
   }
   EXPECT_EQ(csv_header({"a", "b"}),
             "trace,device,spec,a,b,peak_reserved_bytes,peak_allocated_bytes,peak_requested_bytes,"
-            "fragmentation_at_peak,peak_utilization,num_alloc_retries,num_ooms,num_device_alloc,num_device_free");
+            "fragmentation_at_peak,peak_utilization,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"
+            "device_time_s,stall_time_s");
 }
 
 TEST(Results, OnlyWholeLinesAreRead) {
@@ -105,7 +108,7 @@ TEST(Results, BadLinesNameFileAndLine) {
     read_results(path);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ":2: expected 13 fields"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path + ":2: expected 15 fields"), std::string::npos) << e.what();
   }
   write_text(path, "trace,spec\n");
   EXPECT_THROW(read_results(path), InputError);
