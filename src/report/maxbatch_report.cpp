@@ -58,7 +58,8 @@ std::string maxbatch_table(const MaxbatchResult& result, const MaxbatchContext& 
   }
   const MaxbatchSpecResult& best = result.specs[*result.best];
   out += fmt::format("\nbest: {} (micro-batch {} without OOM)\n", best.spec, *best.no_oom.batch);
-  if (const std::optional<std::string> line = alloc_conf_line(best.spec)) out += *line + "\n";
+  if (const std::optional<std::string> line = alloc_conf_line(best.spec))
+    out += *line + (line->back() == '=' ? "   (PyTorch's defaults: leave it unset)\n" : "\n");
   return out;
 }
 

@@ -90,6 +90,38 @@ TEST(MaxbatchCli, TableNamesBestSpecsAllocConfAndWritesResultsFile) {
   EXPECT_EQ(csv.rfind("trace,device,spec,micro_batch,", 0), 0u) << csv.substr(0, 200);
 }
 
+// A boundary that is not monotone, found on a generated run: every claim the command makes about
+// it (the answer passes, each batch listed below it fails) is checked by gen + replay of that batch.
+TEST(MaxbatchCli, NonMonotoneClaimsHoldWhenReplayedOneByOne) {
+  const std::string workload = "--model t5-3b --world-size 2 --steps 2";
+  const std::string device = "sim:80GiB";
+  const auto r = run_fraglab("maxbatch " + workload + " --device " + device +
+                             " --min-batch 240 --max-batch 300 -p pytorch -j 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json goal = nlohmann::json::parse(r.out)["specs"][0]["no_retries"];
+  ASSERT_EQ(goal["non_monotone"], true) << r.out;  // the case this test is for
+  const testing::fs::path dir = testing::scratch_dir("maxbatch-nm");
+  // pass: no OOM and no retries.
+  const auto passes = [&](std::uint32_t b) {
+    const std::string trace = (dir / ("b" + std::to_string(b) + ".jsonl")).string();
+    const auto gen =
+        run_fraglab("gen " + workload + " --micro-batch " + std::to_string(b) + " -o " + trace + " --overwrite");
+    EXPECT_EQ(gen.status, 0) << gen.err;
+    const auto replay = run_fraglab("replay " + trace + " -p pytorch --device " + device + " --json -");
+    EXPECT_EQ(replay.status, 0) << replay.err;
+    const nlohmann::json run = nlohmann::json::parse(replay.out)["runs"][0];
+    return run["num_ooms"] == 0 && run["num_alloc_retries"] == 0;
+  };
+  const std::uint32_t answer = goal["micro_batch"];
+  EXPECT_TRUE(passes(answer));
+  EXPECT_FALSE(passes(answer + 1));
+  ASSERT_FALSE(goal["fails_below"].empty());
+  for (const std::uint32_t b : goal["fails_below"]) {
+    EXPECT_LT(b, answer);
+    EXPECT_FALSE(passes(b)) << "micro-batch " << b;
+  }
+}
+
 std::string error_line(const std::string& args) {
   const auto r = run_fraglab("maxbatch --model gpt2-xl " + args);
   EXPECT_EQ(r.status, 2) << args << "\n" << r.out << r.err;
