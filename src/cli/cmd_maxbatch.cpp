@@ -72,7 +72,17 @@ int cmd_maxbatch(int argc, char** argv) {
   warn_capacity_options(device, specs);
   const std::string chosen = flags.read(vm, "maxbatch");
   o.micro_batch = bounds.min_batch;
-  check_options(o);  // the flags, at the first batch, before any generation
+  check_options(o);  // the flags, before any generation
+  // The largest batch the search may ask for must be one the generator makes (its range and
+  // tensor sizes), so the search never stops halfway on a refusal.
+  try {
+    WorkloadOptions largest = o;
+    largest.micro_batch = bounds.max_batch;
+    check_options(largest);
+    check_sizes(resolved_options(largest));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--max-batch {}: the generator refuses it: {}", bounds.max_batch, e.what()));
+  }
   if (!output.empty()) {
     results_format(output);
     std::error_code ec;
