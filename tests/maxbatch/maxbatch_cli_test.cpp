@@ -137,6 +137,10 @@ TEST(MaxbatchCli, BadOptionsAreOneLineErrors) {
   EXPECT_NE(error_line("-o out.txt").find("out.txt"), std::string::npos);
   EXPECT_NE(error_line("--framework fsdp9").find("fsdp9"), std::string::npos);
   EXPECT_NE(error_line("-j 0").find("-j 0"), std::string::npos);
+  const testing::fs::path existing = testing::scratch_dir("maxbatch-exists") / "runs.csv";
+  testing::write_text(existing, "x\n");
+  EXPECT_NE(error_line("-o " + existing.string()).find("already exists"), std::string::npos);
+  EXPECT_EQ(testing::read_text(existing), "x\n");  // left as it was
   // The generator's own limit (micro-batch <= 65536, src/workload/options.cpp), refused up front.
   EXPECT_NE(error_line("--max-batch 100000").find("--max-batch 100000: the generator refuses it"), std::string::npos);
 }
