@@ -27,6 +27,7 @@ int cmd_convert(int argc, char** argv);
 int cmd_policies(int argc, char** argv);
 int cmd_validate(int argc, char** argv);
 int cmd_gen(int argc, char** argv);
+int cmd_maxbatch(int argc, char** argv);
 int cmd_sweep(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
 int cmd_check(int argc, char** argv);

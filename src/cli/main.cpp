@@ -25,6 +25,7 @@ constexpr Subcommand kSubcommands[] = {
     {"convert", fraglab::cli::cmd_convert, "write a trace (e.g. a PyTorch snapshot) as fraglab JSONL"},
     {"validate", fraglab::cli::cmd_validate, "check the pytorch policy against a recorded PyTorch snapshot"},
     {"gen", fraglab::cli::cmd_gen, "generate a synthetic FSDP / DeepSpeed ZeRO training-step trace"},
+    {"maxbatch", fraglab::cli::cmd_maxbatch, "the largest micro-batch a generated run fits, per policy spec"},
     {"compare", fraglab::cli::cmd_compare, "every policy side by side on one trace, with the lower bound"},
     {"policies", fraglab::cli::cmd_policies, "list the allocator policies and their options"},
     {"sweep", fraglab::cli::cmd_sweep, "replay traces under a grid of policy options and rank the settings"},

@@ -33,7 +33,8 @@ TEST(Help, HelpAloneIsTheUsageAndAnUnknownCommandIsNamed) {
   EXPECT_EQ(nosuch.status, 2);
   EXPECT_EQ(nosuch.err,
             "fraglab help: unknown command 'nosuch' (expected one of replay, inspect, convert, validate, gen, "
-            "compare, policies, sweep, merge, check, diff, report, calibrate)\n");
+            "maxbatch, compare, policies, sweep, merge, check, diff, report, calibrate)
+");
 }
 
 TEST(Overwrite, ConvertRefusesAnExistingFileUnlessOverwrite) {

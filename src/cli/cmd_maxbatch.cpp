@@ -1,0 +1,132 @@
+// fraglab maxbatch --model M --framework F --world-size N --device sim:80GiB [-p SPEC]... [--steps S]
+//                  [--min-batch A] [--max-batch B] [--json] [-o RESULTS.csv|.jsonl] [-j N]
+// The largest micro-batch each policy spec fits without an OOM and without a retry. The search is
+// the sweep layer's (fraglab/maxbatch.hpp); each micro-batch it asks for is generated once (the
+// `gen` generator, same flags) and replayed under every spec by run_sweep, its rows streamed to
+// the results file as they finish.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/common.hpp"
+#include "cli/device_choice.hpp"
+#include "cli/log.hpp"
+#include "cli/workload_flags.hpp"
+#include "fraglab/maxbatch.hpp"
+#include "fraglab/maxbatch_report.hpp"
+#include "fraglab/sweep.hpp"
+#include "fraglab/workload.hpp"
+
+namespace fraglab::cli {
+
+int cmd_maxbatch(int argc, char** argv) {
+  WorkloadFlags flags;
+  WorkloadOptions& o = flags.options();
+  o.steps = 2;  // step 1 creates the optimizer state lazily; step 2 is the first steady one (wm §6)
+  std::vector<std::string> specs{"pytorch", "pytorch:expandable_segments:True"};
+  std::string device_spec = "sim:80GiB", output;
+  MaxbatchBounds bounds;
+  long long jobs_arg = 0;  // signed, so that -j -1 is an error
+  po::options_description search_opts("search");
+  search_opts.add_options()("steps", po::value(&o.steps)->default_value(o.steps), "training steps of each run")(
+      "policy,p", po::value<std::vector<std::string>>()->composing(),
+      "policy spec, repeatable (default: pytorch and pytorch:expandable_segments:True)")(
+      "device", po::value(&device_spec)->default_value(device_spec), "device: sim:CAPACITY[,external:BYTES]")(
+      "min-batch", po::value(&bounds.min_batch)->default_value(bounds.min_batch), "smallest micro-batch tried")(
+      "max-batch", po::value(&bounds.max_batch)->default_value(bounds.max_batch), "largest micro-batch tried")(
+      "verify-below", po::value(&bounds.verify_below)->default_value(bounds.verify_below),
+      "batches under the boundary replayed to check monotonicity")(
+      "scan-above", po::value(&bounds.scan_above)->default_value(bounds.scan_above),
+      "batches past the first failure replayed to check monotonicity")(
+      "jobs,j", po::value(&jobs_arg), "worker threads replaying the specs (default: the hardware threads)")(
+      "json", "print the results as JSON")("output,o", po::value(&output),
+                                           "stream every run to FILE.csv or FILE.jsonl (a micro_batch column)")(
+      "overwrite", "replace an existing output file");
+  po::options_description options;
+  flags.add_to(options);
+  options.add(search_opts);
+  po::positional_options_description positional;
+  po::variables_map vm;
+  const std::string usage =
+      "usage: fraglab maxbatch --model M [--framework F] [--world-size N] [--device sim:80GiB] [-p SPEC]...\n"
+      "                        [--steps S] [--min-batch A] [--max-batch B] [--json] [-o RESULTS.csv] [gen options]\n"
+      "Finds, for each policy spec, the largest micro-batch whose generated run (as fraglab gen makes it)\n"
+      "completes without an OOM, and the largest without a cudaMalloc retry, generating as few traces as\n"
+      "it can: a doubling probe, a binary search, then a window around the boundary that checks the\n"
+      "monotonicity the search assumes (README \"Largest micro-batch\").";
+  if (!parse_command_line(argc, argv, usage, options, positional, vm)) return 0;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (vm.count("jobs")) {
+    if (jobs_arg < 1 || jobs_arg > 4096)
+      throw InputError(fmt::format("-j {}: expected 1..4096 worker threads", jobs_arg));
+    threads = static_cast<unsigned>(jobs_arg);
+  }
+  if (vm.count("policy")) specs = vm["policy"].as<std::vector<std::string>>();
+  // Everything that can be wrong with the command line fails before a trace is generated.
+  check_maxbatch_bounds(bounds);
+  for (const std::string& spec : specs) validate_grid(SweepGrid{spec, {}});
+  const DeviceChoice device = choose_device(device_spec);
+  warn_capacity_options(device, specs);
+  const std::string chosen = flags.read(vm, "maxbatch");
+  o.micro_batch = bounds.min_batch;
+  check_options(o);  // the flags, before any generation
+  // The largest batch the search may ask for must be one the generator makes (its range and
+  // tensor sizes), so the search never stops halfway on a refusal.
+  try {
+    WorkloadOptions largest = o;
+    largest.micro_batch = bounds.max_batch;
+    check_options(largest);
+    check_sizes(resolved_options(largest));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--max-batch {}: the generator refuses it: {}", bounds.max_batch, e.what()));
+  }
+  if (!output.empty()) {
+    results_format(output);
+    std::error_code ec;
+    if (!vm.count("overwrite") && std::filesystem::exists(output, ec) && std::filesystem::file_size(output, ec) > 0)
+      throw InputError(fmt::format("{}: already exists (--overwrite replaces it)", output));
+  }
+  if (!chosen.empty()) log::note(chosen);
+  const std::vector<std::string> knob_keys{"micro_batch"};
+  std::unique_ptr<ResultsStream> stream;
+  if (!output.empty()) stream = std::make_unique<ResultsStream>(output, knob_keys, false);
+  std::vector<SweepRow> rows;
+
+  SweepRunOptions run_options;
+  run_options.threads = threads;
+  run_options.device = device.device;
+  // Only whether a run OOMs matters past its first OOM; peak and retries are reported at passing
+  // batches, which run to the end.
+  run_options.replay.stop_on_oom = true;
+  const BatchEvaluator evaluate = [&](std::uint32_t batch) {
+    WorkloadOptions at = o;
+    at.micro_batch = batch;
+    const Trace trace = generate_trace(at);
+    std::vector<SweepJob> jobs;
+    for (const std::string& spec : specs) jobs.push_back({&trace, spec, StartState::Recorded, device.device});
+    std::vector<Metrics> metrics(specs.size());
+    run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
+      metrics[i] = result.metrics;
+      rows.push_back(make_row(trace.name, device.spec(), Setting{{std::to_string(batch)}, specs[i]}, result));
+      if (stream) stream->append(rows.back());
+    });
+    log::info(fmt::format("maxbatch: micro-batch {}: {}", batch, trace.name));
+    return metrics;
+  };
+  const MaxbatchResult result = find_max_batches(specs, bounds, evaluate);
+  if (stream) stream->finish(rows);
+
+  MaxbatchContext context;
+  context.workload = fmt::format("{} {}, world size {}, {} step{}", o.model.name, name_of(o.framework), o.world_size,
+                                 o.steps, o.steps == 1 ? "" : "s");
+  context.device = device.spec();
+  context.bounds = bounds;
+  std::cout << (vm.count("json") ? maxbatch_json(result, context) : maxbatch_table(result, context));
+  if (!output.empty() && !vm.count("json")) std::cout << fmt::format("\nresults: {} ({} runs)\n", output, rows.size());
+  return 0;
+}
+
+}  // namespace fraglab::cli
