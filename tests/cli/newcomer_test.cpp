@@ -33,8 +33,7 @@ TEST(Help, HelpAloneIsTheUsageAndAnUnknownCommandIsNamed) {
   EXPECT_EQ(nosuch.status, 2);
   EXPECT_EQ(nosuch.err,
             "fraglab help: unknown command 'nosuch' (expected one of replay, inspect, convert, validate, gen, "
-            "maxbatch, compare, policies, sweep, merge, check, diff, report, calibrate)
-");
+            "maxbatch, compare, policies, sweep, merge, check, diff, report, calibrate)\n");
 }
 
 TEST(Overwrite, ConvertRefusesAnExistingFileUnlessOverwrite) {
