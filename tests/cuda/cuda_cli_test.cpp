@@ -159,6 +159,14 @@ TEST(Calibrate, WritesACostModelFile) {
     EXPECT_EQ(call.size(), 3u);         // fixed_us, per_gib_us, samples: nothing the format forbids
   }
   expect_clean_ledger(ledger);
+  // The file is a valid --cost-model: a replay charges its figures (cudaMalloc's, for the
+  // segments nocache makes), not the defaults.
+  const CommandResult replay = run_fraglab("replay " + (kSamples / "two-phase.jsonl").string() +
+                                           " -p nocache --json - --cost-model " + out.string());
+  ASSERT_EQ(replay.status, 0) << replay.err;
+  const nlohmann::json run = nlohmann::json::parse(replay.out).at("runs").at(0);
+  EXPECT_TRUE(std::isfinite(run.at("device_time_s").get<double>()));
+  EXPECT_GE(run.at("device_time_s").get<double>(), 0.0);
   // An existing file is not replaced without --overwrite.
   const CommandResult again = run_with_env(fake_env(ledger), "calibrate -o " + out.string());
   EXPECT_EQ(again.status, 2);

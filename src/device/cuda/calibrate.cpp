@@ -5,21 +5,14 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <chrono>
 #include <map>
 
 #include "device/cuda/cuda_device.hpp"
+#include "fraglab/cost_model.hpp"
 
 namespace fraglab::cuda {
 namespace {
-
-// The cost model's call names (the cost-model file's "calls" keys) this measures, in file order.
-constexpr std::array<const char*, 13> kMeasured = {
-    "cudaMalloc",       "cudaFree",       "cudaDeviceSynchronize", "cuMemAddressReserve",
-    "cuMemAddressFree", "cuMemCreate",    "cuMemRelease",          "cuMemMap",
-    "cuMemUnmap",       "cuMemSetAccess", "cudaMallocAsync_hit",   "cudaMallocAsync_miss",
-    "cudaMemPoolTrimTo"};
 
 template <class Call>
 double time_us(Call&& call, CUresult& result) {
@@ -134,7 +127,9 @@ Calibration measure_costs(const CudaDriver& driver, int ordinal, int repeat, con
       "fraglab calibrate on {} (driver {}): {} calls per size at {} sizes from {} to {} bytes, medians, "
       "least squares",
       info.name, calibration.driver, repeat, sizes.size(), sizes.front().bytes, sizes.back().bytes);
-  for (const char* name : kMeasured) {
+  // Every call of the cost-model file, in its order (fraglab/cost_model.hpp names them).
+  for (std::size_t i = 0; i < kApiCallCount; ++i) {
+    const std::string name(api_call_name(static_cast<ApiCall>(i)));
     CallFit fit;
     fit.name = name;
     fit.samples = samples[name];
