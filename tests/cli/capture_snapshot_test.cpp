@@ -12,19 +12,7 @@ namespace {
 const std::string kPython = "/usr/bin/python3";
 const std::string kScript = std::string(FRAGLAB_SOURCE_DIR) + "/tools/capture_snapshot.py";
 
-CommandResult run_script(const std::string& args) {
-  const fs::path err = scratch_dir("capture") / "stderr.txt";
-  CommandResult result;
-  FILE* pipe = ::popen((kPython + " " + kScript + " " + args + " 2>" + err.string()).c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  result.err = read_text(err);
-  return result;
-}
+CommandResult run_script(const std::string& args) { return run_command(kPython + " " + kScript + " " + args); }
 
 TEST(CaptureSnapshot, HelpNamesItsOptions) {
   if (!fs::exists(kPython)) GTEST_SKIP() << "no " << kPython;

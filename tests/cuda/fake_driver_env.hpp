@@ -26,19 +26,7 @@ inline std::string fake_env(const fs::path& ledger, const std::string& extra = "
 // `fraglab ARGS` with `env` before it (run_fraglab puts the binary first, so this builds the
 // command line itself).
 inline CommandResult run_with_env(const std::string& env, const std::string& args) {
-  static int counter = 0;
-  const fs::path err = scratch_dir("cuda-cmd") / ("stderr-" + std::to_string(counter++) + ".txt");
-  const std::string command = env + std::string(FRAGLAB_BINARY) + " " + args + " 2>" + err.string();
-  CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  result.err = read_text(err);
-  return result;
+  return run_command(env + std::string(FRAGLAB_BINARY) + " " + args);
 }
 
 // The ledger file a process left ("key=value ..."), as a map.

@@ -40,13 +40,13 @@ inline std::string read_text(const fs::path& path) {
 
 inline void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
-// `fraglab ARGS` through the shell (ARGS are shell words), waiting for it to end.
-inline CommandResult run_fraglab(const std::string& args) {
+// A shell command line, waiting for it to end: its stdout, its stderr (through a scratch file) and
+// its exit status.
+inline CommandResult run_command(const std::string& command_line) {
   static int counter = 0;
   const fs::path err = scratch_dir("cmd") / ("stderr-" + std::to_string(counter++) + ".txt");
-  const std::string command = std::string(FRAGLAB_BINARY) + " " + args + " 2>" + err.string();
   CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
+  FILE* pipe = ::popen((command_line + " 2>" + err.string()).c_str(), "r");
   if (pipe == nullptr) return result;
   std::array<char, 4096> buffer{};
   size_t n = 0;
@@ -55,6 +55,11 @@ inline CommandResult run_fraglab(const std::string& args) {
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   result.err = read_text(err);
   return result;
+}
+
+// `fraglab ARGS` through the shell (ARGS are shell words), waiting for it to end.
+inline CommandResult run_fraglab(const std::string& args) {
+  return run_command(std::string(FRAGLAB_BINARY) + " " + args);
 }
 
 // Starts `fraglab ARGS...` (no shell) with stdout and stderr sent to `log`; returns its pid.
