@@ -71,7 +71,7 @@ class CudaDriver {
 
  private:
   CudaDriver() = default;
-  void* handle_ = nullptr;
+  void* handle_ = nullptr;  // dlopen handle, never closed (see ~CudaDriver)
   std::string library_;
   DriverTable table_;
 };
