@@ -9,11 +9,12 @@
 //  [V] vAttention (Prabhu et al., ASPLOS 2025; arXiv 2405.04437v3, Table 3, the 2 MB column:
 //      stock CUDA, microseconds per call): cuMemAddressReserve 2, cuMemCreate 29, cuMemMap 2,
 //      cuMemSetAccess 38, cuMemUnmap 34, cuMemRelease 23, cuMemAddressFree 1. GPU: the paper's
-//      A100 80 GB testbed (its artifact, microsoft/vattention scripts/artifact_asplos25/README.md:
-//      A100 GPUs, CUDA 12.1; the artifact's modified driver module is NVIDIA 545.23.06,
-//      nvidia-vattn-uvm-driver/README.md); the driver is not stated next to the table. This
-//      project read the table through a public transcription of it and could not open the
-//      paper's table itself: check these seven figures against the paper.
+//      A100 80 GB testbed (its artifact, microsoft/vattention
+//      scripts/artifact_asplos25/README.md: tested on A100 GPUs, needs CUDA 12.1 or later; its
+//      modified driver module is NVIDIA 545.23.06, nvidia-vattn-uvm-driver/README.md); the
+//      driver is not stated next to the table. This project read the table through a public
+//      transcription of it and could not open the paper's table itself: check these seven
+//      figures against the paper.
 //  [K] ovg-project/kvcached, benchmarks/bench_vmm/README.md "Sample Output on A100" (84.5 GB
 //      free, so an 80 GB A100; driver not stated): one thread, 4096 pages of 2 MB, averages
 //      cuMemCreate 193.32, cuMemMap 1.45, cuMemSetAccess 35.99, cuMemUnmap 25.63 us, one 8 GB
