@@ -154,6 +154,47 @@ TEST(Growth, EvaluationIsForwardOnlyAndKeepsNothing) {
   EXPECT_EQ(phases, (std::vector<std::string>{"", "zero_grad", "forward", "backward", "optimizer", "eval"}));
 }
 
+TEST(Growth, T5EvaluationIsForwardOnlyAndKeepsNothing) {
+  // The encoder-decoder driver: no gradient or optimizer allocation in the evaluations, and the
+  // activations live before each evaluation (the training loop's batch) are all that is left after.
+  WorkloadOptions o;
+  o.model = parse_model_json(
+      R"({"architectures":["T5ForConditionalGeneration"],"d_model":64,"d_ff":128,"d_kv":8,"num_heads":4,)"
+      R"("num_layers":3,"vocab_size":100,"n_positions":512})",
+      "t5-tiny.json");
+  o.framework = Framework::Zero3;
+  o.micro_batch = 4;
+  o.steps = 4;
+  o.padding = Padding::Longest;
+  o.eval_every = 1;
+  o.eval_batches = 2;
+  const Trace t = generate_trace(o);
+  EXPECT_NO_THROW(validate_trace(t, "generated"));
+  TraceWalk w(t);
+  int evaluations = 0;
+  Bytes act_before = 0;
+  bool in_eval = false;
+  w.run([&](std::size_t, const Event& e) {
+    if (e.op == Op::Mark) {
+      if (in_eval && w.pos.phase != "eval") {
+        EXPECT_EQ(w.allocated_by_tag["act"], act_before);
+        in_eval = false;
+      }
+      if (w.pos.phase == "eval" && !in_eval) {
+        in_eval = true;
+        ++evaluations;
+        act_before = w.allocated_by_tag["act"];
+      }
+      return;
+    }
+    if (in_eval && e.op == Op::Alloc) {
+      EXPECT_NE(w.live.at(e.id).tag, "grad");
+      EXPECT_NE(w.live.at(e.id).tag, "opt");
+    }
+  });
+  EXPECT_EQ(evaluations, 4);
+}
+
 TEST(Growth, EvaluationIsRefusedOutsideZero3AndNeedsBatches) {
   WorkloadOptions o = tiny_gpt2(Framework::Fsdp1);
   o.eval_every = 2;
