@@ -121,6 +121,10 @@ struct TimingOptions {
   double hook_us = 40;                // CPU time of one framework hook (DeepSpeed per module, FSDP per unit)
   std::uint32_t launch_queue = 1024;  // kernels a stream may have queued before launches block
   double jitter = 0.3;                // each GPU duration is scaled by a seeded factor in [1-j, 1+j]
+  // Step-to-step skew of the side streams (collectives, copies): each step every side stream draws
+  // a seeded delay in [0, side_delay_us] µs added to each kernel it runs in that step (e.g. waiting
+  // for the peer rank). 0 = off: no draw, today's timings.
+  double side_delay_us = 0;
 };
 
 struct WorkloadOptions {
@@ -144,6 +148,21 @@ struct WorkloadOptions {
   double len_median = 600;     // source (or only) sequence, tokens
   double tgt_len_median = 60;  // T5 targets, tokens
   double len_sigma = 0.5;      // log-normal sigma of both
+  // Training examples in the data set (0 = unbounded: every micro-batch is full). A
+  // DistributedSampler gives each rank ceil(N / world_size) examples and a DataLoader with
+  // drop_last=False ends every epoch with a smaller batch of the rest; then the next epoch starts.
+  std::uint64_t dataset_size = 0;
+  // Evaluation (HF Trainer eval_steps): after every eval_every training steps, eval_batches
+  // forward-only micro-batches under no_grad of eval_micro_batch examples (0 = micro_batch).
+  // 0 = no evaluation.
+  std::uint32_t eval_every = 0;
+  std::uint32_t eval_batches = 0;
+  std::uint32_t eval_micro_batch = 0;
+  // cuBLAS workspace bytes PyTorch allocates through the caching allocator per (handle, stream) at
+  // the first GEMM and keeps (CUDABlasHandlePool.cpp; 8,519,680 on an A100, ":4096:2:16:8").
+  // Forward and backward run on different CPU threads, so different handles: two workspaces on
+  // the default stream. 0 = not modelled.
+  std::uint64_t cublas_workspace = 0;
 
   Precision precision = Precision::Bf16;  // param dtype (bf16 = mixed precision, fp32 master)
   std::optional<Precision> reduce_dtype;  // gradient reduction dtype; default = precision

@@ -44,6 +44,17 @@ WorkloadFlags::WorkloadFlags() {
                "gradient-accumulation micro-batches per step")(
       "grad-flatten", po::value(&grad_flatten)->default_value(grad_flatten),
       "cat (per-parameter grads concatenated) or prealloc (fairscale optimize_backward_concat fix), FSDP1");
+  growth_opts.add_options()("dataset-size", po::value(&o.dataset_size)->default_value(o.dataset_size),
+                            "training examples N (0 = unbounded): each rank gets ceil(N / world size), every epoch "
+                            "ends with a smaller last batch (drop_last=False)")(
+      "eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
+      "evaluate after every K training steps (0 = never; zero3 only): forward-only batches under no_grad")(
+      "eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches), "evaluation batches per evaluation")(
+      "eval-micro-batch", po::value(&o.eval_micro_batch)->default_value(o.eval_micro_batch),
+      "examples per evaluation batch (0 = --micro-batch)")(
+      "cublas-workspace", po::value(&o.cublas_workspace)->default_value(o.cublas_workspace),
+      "bytes of each cuBLAS workspace, kept from the first GEMM of the forward and of the backward thread (0 = not "
+      "modelled; PyTorch on an A100: 8519680)");
   fsdp_opts.add_options()("sharding", po::value(&sharding)->default_value(sharding),
                           "full_shard, shard_grad_op, no_shard")(
       "limit-all-gathers", po::value(&limit_all_gathers)->default_value(limit_all_gathers), "true or false")(
@@ -73,11 +84,14 @@ WorkloadFlags::WorkloadFlags() {
       "launch-queue", po::value(&o.timing.launch_queue)->default_value(o.timing.launch_queue),
       "unfinished kernels per stream before a launch blocks (0 = unbounded)")(
       "jitter", po::value(&o.timing.jitter)->default_value(o.timing.jitter, fmt::format("{}", o.timing.jitter)),
-      "GPU duration jitter, 0 <= j < 1");
+      "GPU duration jitter, 0 <= j < 1")(
+      "side-delay-us", po::value(&o.timing.side_delay_us)->default_value(o.timing.side_delay_us),
+      "per step, each side stream (collectives, copies) draws a delay in [0, D] µs added to each of its kernels "
+      "(0 = off)");
 }
 
 void WorkloadFlags::add_to(po::options_description& options) const {
-  options.add(model_opts).add(train_opts).add(fsdp_opts).add(ds_opts).add(timing_opts);
+  options.add(model_opts).add(train_opts).add(growth_opts).add(fsdp_opts).add(ds_opts).add(timing_opts);
 }
 
 std::string WorkloadFlags::read(const po::variables_map& vm, const std::string& command) {

@@ -26,6 +26,7 @@ class WorkloadFlags {
  private:
   po::options_description model_opts{"model and run"};
   po::options_description train_opts{"training knobs (docs/workload-model.md §7)"};
+  po::options_description growth_opts{"growth after the first steps (docs/workloads.md; all off by default)"};
   po::options_description fsdp_opts{"FSDP1"};
   po::options_description ds_opts{"DeepSpeed ZeRO"};
   po::options_description timing_opts{"GPU timing model (places deferred frees)"};

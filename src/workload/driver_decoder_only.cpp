@@ -21,35 +21,58 @@ class DecoderOnlyDriver final : public ModelDriver {
   void forward(const StepShape& shape) override {
     build_tables(shape);
     const std::uint64_t T = shape.batch * shape.len;
-    batch_.replace(tb_, {8 * T, 8 * T, 8 * T});  // input_ids, attention_mask, labels
-    outputs_.begin_forward(tb_);
-    pool_.clear();
+    Batch& batch = eval_ ? eval_batch_ : batch_;
+    batch.replace(tb_, {8 * T, 8 * T, 8 * T});  // input_ids, attention_mask, labels
+    if (!eval_) {
+      outputs_.begin_forward(tb_);
+      pool_.clear();
+    }
+    // Under no_grad a forward keeps nothing for backward: the executor's checkpointed forward.
+    const Recompute root_mode = eval_ ? Recompute::NonReentrant : Recompute::None;
+    const Recompute block_mode = eval_ ? Recompute::NonReentrant : o_.recompute;
     const std::uint32_t L = layout_.encoder_blocks;
     hs_.assign(L + 1, Act{});
     fw_.pre_forward(0);
-    embed_run_ = std::make_unique<LayerRun>(embed_, 0, Recompute::None);
-    embed_run_->bind(embed_.find("ids"), &batch_[0]);
+    embed_run_ = std::make_unique<LayerRun>(embed_, 0, root_mode);
+    embed_run_->bind(embed_.find("ids"), &batch[0]);
     embed_run_->bind(embed_.find("h0"), &hs_[0]);
     embed_run_->forward(step_ctx_);
     runs_.clear();
     for (std::uint32_t k = 0; k < L; ++k) {
       const int unit = layout_.block_unit(k);
       fw_.pre_forward(unit);
-      runs_.push_back(std::make_unique<LayerRun>(block_, unit, o_.recompute));
+      runs_.push_back(std::make_unique<LayerRun>(block_, unit, block_mode));
       runs_.back()->bind(block_.find("x"), &hs_[k]);
       runs_.back()->bind(block_.find("y"), &hs_[k + 1]);
       runs_.back()->forward(step_ctx_);
       fw_.post_forward(unit);
+      if (eval_) tb_.free(hs_[k].id);  // hidden_states now names the block's output
     }
-    head_run_ = std::make_unique<LayerRun>(head_, 0, Recompute::None);
+    head_run_ = std::make_unique<LayerRun>(head_, 0, root_mode);
     head_run_->bind(head_.find("h"), &hs_[L]);
-    head_run_->bind(head_.find("labels"), &batch_[2]);
-    head_run_->bind(head_.find("logits"), &outputs_.logits());
-    head_run_->bind(head_.find("loss"), &outputs_.loss());
+    head_run_->bind(head_.find("labels"), &batch[2]);
+    head_run_->bind(head_.find("logits"), eval_ ? &eval_logits_ : &outputs_.logits());
+    head_run_->bind(head_.find("loss"), eval_ ? &eval_loss_ : &outputs_.loss());
     head_run_->forward(step_ctx_);
     fw_.post_forward(0);
+    if (eval_) {
+      tb_.free(hs_[L].id);
+      tb_.free(eval_logits_.id);  // prediction_loss_only: the logits are dropped with the outputs
+      tb_.free(eval_loss_.id);
+      eval_logits_ = eval_loss_ = Act{};
+      runs_.clear();
+      return;
+    }
     outputs_.forward_returned(tb_);
   }
+
+  void eval_forward(const StepShape& shape) override {
+    eval_ = true;
+    forward(shape);
+    eval_ = false;
+  }
+
+  void end_eval() override { eval_batch_.release(tb_); }
 
   void backward() override {
     const std::uint32_t L = layout_.encoder_blocks;
@@ -75,6 +98,7 @@ class DecoderOnlyDriver final : public ModelDriver {
     outputs_.end_step(tb_);
     outputs_.finish(tb_);
     batch_.release(tb_);
+    eval_batch_.release(tb_);
   }
 
  private:
@@ -105,8 +129,10 @@ class DecoderOnlyDriver final : public ModelDriver {
   TableConfig config_;
   StepShape shape_;
   LayerTable embed_, block_, head_;
-  Batch batch_;
+  Batch batch_, eval_batch_;
   LoopOutputs outputs_;
+  bool eval_ = false;  // the forward in progress is an evaluation batch
+  Act eval_logits_, eval_loss_;
   std::vector<Act> hs_;
   std::unique_ptr<LayerRun> embed_run_, head_run_;
   std::vector<std::unique_ptr<LayerRun>> runs_;

@@ -25,9 +25,12 @@ class T5Driver final : public ModelDriver {
   void forward(const StepShape& shape) override {
     build_tables(shape);
     const std::uint64_t te = shape.batch * shape.len, td = shape.batch * shape.tgt_len;
-    batch_.replace(tb_, {8 * te, 8 * te, 8 * td});  // input_ids, attention_mask, labels
-    outputs_.begin_forward(tb_);
-    pool_.clear();
+    Batch& batch = eval_ ? eval_batch_ : batch_;
+    batch.replace(tb_, {8 * te, 8 * te, 8 * td});  // input_ids, attention_mask, labels
+    if (!eval_) {
+      outputs_.begin_forward(tb_);
+      pool_.clear();
+    }
     const std::uint32_t le = layout_.encoder_blocks, ld = layout_.decoder_blocks;
     enc_.assign(le + 1, Act{});
     dec_.assign(ld + 1, Act{});
@@ -39,21 +42,26 @@ class T5Driver final : public ModelDriver {
     LayerRun enc_masks(t_.enc_masks, 0, Recompute::None);
     enc_masks.bind(t_.enc_masks.find("self_mask"), &enc_mask_);
     enc_masks.forward(step_ctx_);
-    enc_embed_ = run_root(t_.enc_embed, {{"ids", &batch_[0]}, {"h0", &enc_[0]}});
+    enc_embed_ = run_root(t_.enc_embed, {{"ids", &batch[0]}, {"h0", &enc_[0]}});
     for (std::uint32_t k = 0; k < le; ++k) {
       const LayerTable& table = k == 0 ? t_.enc_first : t_.enc_block;
       std::vector<std::pair<const char*, Act*>> binds{{"x", &enc_[k]}, {"y", &enc_[k + 1]}, {"self_bias", &enc_bias_}};
       if (k == 0) binds.emplace_back("self_mask", &enc_mask_);
       enc_runs_.push_back(run_block(table, layout_.block_unit(k), binds));
+      if (eval_) release(enc_[k]);  // no_grad: hidden_states now names the block's output
     }
     enc_final_ = run_root(t_.enc_final, {{"h", &enc_[le]}, {"enc_out", &enc_out_}});
-    if (!checkpointing()) release(enc_mask_);  // T5Stack returned; nothing saved it
+    if (!checkpointing() || eval_) release(enc_mask_);  // T5Stack returned; nothing saved it
+    if (eval_) {
+      release(enc_[le]);
+      release(enc_bias_);  // nothing saved the position bias either
+    }
 
     LayerRun dec_masks(t_.dec_masks, 0, Recompute::None);
     dec_masks.bind(t_.dec_masks.find("self_mask"), &dec_mask_);
     dec_masks.bind(t_.dec_masks.find("cross_mask"), &cross_mask_);
     dec_masks.forward(step_ctx_);
-    dec_embed_ = run_root(t_.dec_embed, {{"ids", &batch_[2]}, {"h0", &dec_[0]}});
+    dec_embed_ = run_root(t_.dec_embed, {{"ids", &batch[2]}, {"h0", &dec_[0]}});
     for (std::uint32_t k = 0; k < ld; ++k) {
       const LayerTable& table = k == 0 ? t_.dec_first : t_.dec_block;
       std::vector<std::pair<const char*, Act*>> binds{{"x", &dec_[k]},
@@ -66,17 +74,34 @@ class T5Driver final : public ModelDriver {
         binds.emplace_back("cross_mask", &cross_mask_);
       }
       dec_runs_.push_back(run_block(table, layout_.block_unit(le + k), binds));
+      if (eval_) release(dec_[k]);
     }
-    head_ = run_root(
-        t_.head,
-        {{"h", &dec_[ld]}, {"labels", &batch_[2]}, {"logits", &outputs_.logits()}, {"loss", &outputs_.loss()}});
-    if (!checkpointing()) {
+    head_ = run_root(t_.head, {{"h", &dec_[ld]},
+                               {"labels", &batch[2]},
+                               {"logits", eval_ ? &eval_logits_ : &outputs_.logits()},
+                               {"loss", eval_ ? &eval_loss_ : &outputs_.loss()}});
+    if (!checkpointing() || eval_) {
       release(dec_mask_);
       release(cross_mask_);
     }
     fw_.post_forward(0);
+    if (eval_) {
+      // The outputs (loss, logits, encoder_last_hidden_state) are dropped after the loss is taken.
+      for (Act* a : {&dec_[ld], &dec_self_bias_, &dec_cross_bias_, &enc_out_, &eval_logits_, &eval_loss_}) release(*a);
+      enc_runs_.clear();
+      dec_runs_.clear();
+      return;
+    }
     outputs_.forward_returned(tb_);
   }
+
+  void eval_forward(const StepShape& shape) override {
+    eval_ = true;
+    forward(shape);
+    eval_ = false;
+  }
+
+  void end_eval() override { eval_batch_.release(tb_); }
 
   void backward() override {
     const std::uint32_t le = layout_.encoder_blocks, ld = layout_.decoder_blocks;
@@ -116,6 +141,7 @@ class T5Driver final : public ModelDriver {
     outputs_.end_step(tb_);
     outputs_.finish(tb_);
     batch_.release(tb_);
+    eval_batch_.release(tb_);
   }
 
  private:
@@ -133,7 +159,8 @@ class T5Driver final : public ModelDriver {
 
   std::unique_ptr<LayerRun> run_root(const LayerTable& table,
                                      std::initializer_list<std::pair<const char*, Act*>> binds) {
-    auto run = std::make_unique<LayerRun>(table, 0, Recompute::None);
+    // Under no_grad a forward keeps nothing for backward: the executor's checkpointed forward.
+    auto run = std::make_unique<LayerRun>(table, 0, eval_ ? Recompute::NonReentrant : Recompute::None);
     for (const auto& [name, act] : binds) run->bind(table.find(name), act);
     run->forward(step_ctx_);
     return run;
@@ -142,7 +169,7 @@ class T5Driver final : public ModelDriver {
   std::unique_ptr<LayerRun> run_block(const LayerTable& table, int unit,
                                       const std::vector<std::pair<const char*, Act*>>& binds) {
     fw_.pre_forward(unit);
-    auto run = std::make_unique<LayerRun>(table, unit, o_.recompute);
+    auto run = std::make_unique<LayerRun>(table, unit, eval_ ? Recompute::NonReentrant : o_.recompute);
     for (const auto& [name, act] : binds) run->bind(table.find(name), act);
     run->forward(step_ctx_);
     fw_.post_forward(unit);
@@ -184,8 +211,10 @@ class T5Driver final : public ModelDriver {
   TableConfig config_;
   StepShape shape_;
   Tables t_;
-  Batch batch_;
+  Batch batch_, eval_batch_;
   LoopOutputs outputs_;
+  bool eval_ = false;  // the forward in progress is an evaluation batch
+  Act eval_logits_, eval_loss_;
   std::vector<Act> enc_, dec_;
   Act enc_bias_, dec_self_bias_, dec_cross_bias_, enc_mask_, dec_mask_, cross_mask_, enc_out_;
   std::unique_ptr<LayerRun> enc_embed_, enc_final_, dec_embed_, head_;

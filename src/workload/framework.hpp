@@ -34,6 +34,12 @@ class FrameworkModel : public ModuleHooks {
   virtual bool has_grad_sync() const { return false; }
   virtual void grad_sync() {}
   virtual void optimizer_step() = 0;
+  // Evaluation between steps (forward only, no_grad): begin_eval() before the first batch,
+  // end_eval_forward() after each batch's forward, end_eval() after the last. Only ZeRO-3 models
+  // them (check_options refuses --eval-every elsewhere).
+  virtual void begin_eval() {}
+  virtual void end_eval_forward() {}
+  virtual void end_eval() {}
 
  protected:
   std::uint32_t step_ = 0;

@@ -1,6 +1,7 @@
 // generate_trace: the step timeline of wm §6 — an "init" phase (wrapping, engine setup, model
 // buffers), then per step: zero_grad, the micro-batches' forward and backward, ZeRO-1's boundary
-// reduction, the optimizer step and the loss.item() that synchronises the CPU with the GPU.
+// reduction, the optimizer step and the loss.item() that synchronises the CPU with the GPU; with
+// --eval-every, an "eval" phase of forward-only batches after every K-th step.
 #include <fmt/format.h>
 
 #include "fraglab/workload.hpp"
@@ -65,13 +66,20 @@ Trace generate_trace(const WorkloadOptions& options,
 
   for (std::uint32_t step = 1; step <= o.steps; ++step) {
     tb.mark_step(step);
+    gpu.begin_step(step);
     fw->begin_step(step);
     tb.mark_phase("zero_grad");
     fw->zero_grad();
     for (std::uint32_t micro = 0; micro < o.grad_accum; ++micro) {
+      // The cuBLAS workspaces (WorkloadOptions::cublas_workspace): the first GEMM of the main
+      // thread's handle, and of the autograd thread's, each allocates one and keeps it. Placed at
+      // the start of the first forward and backward (before the batch and the loss gradient).
+      const bool first = step == 1 && micro == 0 && o.cublas_workspace > 0;
       tb.mark_phase("forward");
+      if (first) tb.alloc(o.cublas_workspace, workload::Stream::Default, workload::Tag::Temp);
       driver->forward(lengths.shape(step, micro));
       tb.mark_phase("backward");
+      if (first) tb.alloc(o.cublas_workspace, workload::Stream::Default, workload::Tag::Temp);
       driver->backward();
       fw->end_backward(micro + 1 == o.grad_accum);
     }
@@ -83,6 +91,18 @@ Trace generate_trace(const WorkloadOptions& options,
     fw->optimizer_step();
     gpu.sync_stream(workload::Stream::Default);  // loss.item()
     driver->end_step();
+    if (o.eval_every > 0 && step % o.eval_every == 0) {
+      // HF Trainer evaluates after the optimizer step of every eval_steps-th step.
+      tb.mark_phase("eval");
+      fw->begin_eval();
+      for (std::uint32_t batch = 0; batch < o.eval_batches; ++batch) {
+        driver->eval_forward(lengths.eval_shape(step, batch));
+        fw->end_eval_forward();
+      }
+      driver->end_eval();
+      fw->end_eval();
+      gpu.sync_stream(workload::Stream::Default);  // the gathered losses are copied to the CPU
+    }
     if (progress) progress(step, o.steps);
   }
   driver->finish();

@@ -15,6 +15,8 @@ GpuTiming::GpuTiming(const TimingOptions& options, Precision precision, std::uin
       // for matmuls since 1.12) [E].
       tflops_(options.matmul_tflops > 0 ? options.matmul_tflops : (precision == Precision::Bf16 ? 150.0 : 19.5)),
       world_size_(world_size),
+      seed_(seed),
+      rank_(rank),
       rng_(Rng::derive(seed, 0x71a1, rank)) {}
 
 void GpuTiming::launch(Stream s, double gpu_us) {
@@ -27,8 +29,16 @@ void GpuTiming::launch(Stream s, double gpu_us) {
   }
   const double factor = 1.0 + options_.jitter * (2.0 * rng_.uniform() - 1.0);
   double& t = tail_[index_of(s)];
-  t = std::max(t, cpu_) + gpu_us * factor;
+  t = std::max(t, cpu_) + gpu_us * factor + delay_[index_of(s)];
   queued.push_back(t);
+}
+
+void GpuTiming::begin_step(std::uint32_t step) {
+  if (options_.side_delay_us <= 0) return;
+  // Its own generator per (seed, rank, step), so the jitter's sequence is the same with or without it.
+  Rng rng = Rng::derive(seed_, (0x5de1a7ull << 32) | rank_, step);
+  for (std::size_t i = 0; i < kStreamCount; ++i)
+    delay_[i] = i == index_of(Stream::Default) ? 0.0 : options_.side_delay_us * rng.uniform();
 }
 
 void GpuTiming::wait(Stream waiter, Stream on) { wait_until(waiter, tail(on)); }

@@ -27,6 +27,11 @@ class GpuTiming {
             std::uint32_t rank);
 
   double now() const { return cpu_; }
+  // A new training step: with side_delay_us > 0 every side stream draws this step's extra delay
+  // per kernel, uniform in [0, side_delay_us], from its own seeded generator (the jitter's
+  // draws are unchanged). Off (0): nothing drawn, nothing added.
+  void begin_step(std::uint32_t step);
+  double side_delay(Stream s) const { return delay_[index_of(s)]; }
   // CPU time spent outside kernel launches (Python bookkeeping).
   void cpu_work(double us) { cpu_ += us; }
   void hook() { cpu_ += options_.hook_us; }  // one framework hook
@@ -49,9 +54,12 @@ class GpuTiming {
   TimingOptions options_;
   double tflops_;
   std::uint32_t world_size_;
+  std::uint64_t seed_;
+  std::uint32_t rank_;
   Rng rng_;
   double cpu_ = 0;
   std::array<double, kStreamCount> tail_{};
+  std::array<double, kStreamCount> delay_{};             // this step's extra µs per kernel (begin_step)
   std::array<std::deque<double>, kStreamCount> queued_;  // end times of unfinished kernels
 };
 

@@ -68,20 +68,23 @@ std::uint64_t estimated_events(const WorkloadOptions& o) {
   // many in the optimizer step and in init. The embeddings, the loss and the root unit count as
   // two more blocks.
   constexpr std::uint64_t kEventsPerBlockPass = 1024;
-  const std::uint64_t passes = add(mul(o.steps, add(o.grad_accum, 1)), 1);
+  std::uint64_t passes = add(mul(o.steps, add(o.grad_accum, 1)), 1);
+  if (o.eval_every > 0) passes = add(passes, mul(o.steps / o.eval_every, o.eval_batches));  // forward only
   return mul(mul(add(blocks_of(o.model), 2), passes), kEventsPerBlockPass);
 }
 
 void check_sizes(const WorkloadOptions& o) {
   const ModelConfig& m = o.model;
-  const std::uint64_t b = o.micro_batch;
+  // The largest batch: a training micro-batch or an evaluation batch.
+  const std::uint64_t b = std::max(o.micro_batch, o.eval_micro_batch);
   // The longest sequence, as the option that sets it.
   Factor seq{fmt::format("--seq-len {}", o.seq_len), o.seq_len};
   if (m.encoder_decoder()) {
     seq = o.src_len >= o.tgt_len ? Factor{fmt::format("--src-len {}", o.src_len), o.src_len}
                                  : Factor{fmt::format("--tgt-len {}", o.tgt_len), o.tgt_len};
   }
-  const Factor batch{fmt::format("--micro-batch {}", b), b};
+  const Factor batch{
+      fmt::format("{} {}", o.eval_micro_batch > o.micro_batch ? "--eval-micro-batch" : "--micro-batch", b), b};
   const Factor heads{fmt::format("heads {}", m.heads), m.heads};
   const Factor hidden{fmt::format("hidden {}", m.hidden), m.hidden};
   const Factor vocab{fmt::format("vocab {}", m.vocab), m.vocab};

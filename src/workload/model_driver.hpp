@@ -34,6 +34,14 @@ class ModelDriver {
   virtual ~ModelDriver() = default;
   virtual void forward(const StepShape& shape) = 0;
   virtual void backward() = 0;
+  // One evaluation batch (HF Trainer prediction_step with prediction_loss_only): model.eval() and
+  // torch.no_grad(), so no block is checkpointed and nothing is saved for a backward; each tensor
+  // dies after its last forward use, block inputs as soon as the next block has run; the loop
+  // keeps only the loss, dropped after the batch. The training batch stays referenced by the
+  // training loop; the evaluation batches are a DataLoader of their own.
+  virtual void eval_forward(const StepShape& shape) = 0;
+  // End of the evaluation loop: its last batch is let go.
+  virtual void end_eval() = 0;
   // After the step's loss.item(): the loop lets go of the loss.
   virtual void end_step() = 0;
   // End of the run: the last batch and anything retained.

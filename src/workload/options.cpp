@@ -115,6 +115,18 @@ void check_options(const WorkloadOptions& o) {
   }
   if (!(o.len_median > 0) || !(o.tgt_len_median > 0)) fail("--len-median/--tgt-len-median: expected > 0");
   if (!(o.len_sigma >= 0) || o.len_sigma > 5) fail(fmt::format("--len-sigma {}: expected 0..5", o.len_sigma));
+  if (o.dataset_size > (std::uint64_t{1} << 50))
+    fail(fmt::format("--dataset-size {}: expected 0 (unbounded) .. 2^50 examples", o.dataset_size));
+  if (o.eval_every > 100000) fail(fmt::format("--eval-every {}: expected 0..100000 steps", o.eval_every));
+  if (o.eval_batches > 100000) fail(fmt::format("--eval-batches {}: expected 0..100000", o.eval_batches));
+  if (o.eval_micro_batch > 65536) fail(fmt::format("--eval-micro-batch {}: expected 0..65536", o.eval_micro_batch));
+  if (o.eval_every > 0 && o.eval_batches == 0) fail("--eval-every: needs --eval-batches M (M >= 1)");
+  if (o.eval_every == 0 && (o.eval_batches > 0 || o.eval_micro_batch > 0))
+    fail("--eval-batches/--eval-micro-batch: need --eval-every K (K >= 1)");
+  if (o.eval_every > 0 && o.framework != Framework::Zero3)
+    fail("--eval-every: evaluation steps are modelled for --framework zero3 only");
+  if (o.cublas_workspace > (std::uint64_t{1} << 40))
+    fail(fmt::format("--cublas-workspace {}: expected 0..2^40 bytes", o.cublas_workspace));
   if (o.attention == AttentionImpl::Sdpa && o.model.family == ModelFamily::T5)
     fail("--attention sdpa: HF T5 has no SDPA path (docs/workload-model.md §2.4); use eager");
   if (o.attention == AttentionImpl::Eager && o.model.family == ModelFamily::Llama)
@@ -152,6 +164,7 @@ void check_options(const WorkloadOptions& o) {
   check_rate("--cpu-op-us", t.cpu_op_us, 0, 1e6);
   check_rate("--hook-us", t.hook_us, 0, 1e6);
   if (!(t.jitter >= 0) || t.jitter >= 1) fail(fmt::format("--jitter {}: expected 0 <= j < 1", t.jitter));
+  check_rate("--side-delay-us", t.side_delay_us, 0, 1e6);
 }
 
 AttentionImpl default_attention(ModelFamily family) {
@@ -181,6 +194,13 @@ std::string describe_options(const WorkloadOptions& o) {
   s += fmt::format(" padding={}", name_of(o.padding));
   if (o.framework == Framework::Fsdp1) s += fmt::format(" sharding={}", name_of(o.sharding));
   if (o.grad_accum > 1) s += fmt::format(" grad_accum={}", o.grad_accum);
+  // The growth mechanisms appear only when on, so that today's descriptions stay as they were.
+  if (o.dataset_size > 0) s += fmt::format(" dataset_size={}", o.dataset_size);
+  if (o.eval_every > 0)
+    s += fmt::format(" eval_every={} eval_batches={} eval_micro_batch={}", o.eval_every, o.eval_batches,
+                     o.eval_micro_batch != 0 ? o.eval_micro_batch : o.micro_batch);
+  if (o.cublas_workspace > 0) s += fmt::format(" cublas_workspace={}", o.cublas_workspace);
+  if (o.timing.side_delay_us > 0) s += fmt::format(" side_delay_us={}", o.timing.side_delay_us);
   return s;
 }
 

@@ -23,9 +23,16 @@ class SequenceLengths {
   // micro) draws its own examples: ranks see different samples (a DistributedSampler), so the
   // rank to emit matters only under dynamic padding.
   StepShape shape(std::uint32_t step, std::uint32_t micro) const;
+  // Examples in training micro-batch `micro` of step `step`: micro_batch, or with a finite
+  // dataset_size the rest of the epoch for the last batch of each epoch.
+  std::uint64_t batch_size(std::uint32_t step, std::uint32_t micro) const;
+  // Shape of evaluation batch `batch` (0-based) of the evaluation after step `step`: its own
+  // examples (a separate seed stream), eval_micro_batch of them.
+  StepShape eval_shape(std::uint32_t step, std::uint32_t batch) const;
 
  private:
   std::uint64_t padded(std::uint64_t longest) const;
+  StepShape sample(std::uint64_t batch, std::uint64_t stream) const;
   const WorkloadOptions& o_;
 };
 

@@ -158,6 +158,19 @@ class Zero3 final : public FrameworkModel {
     trace_complete_ = true;
   }
 
+  // DeepSpeed keeps one parameter coordinator per mode (stage3.py get_param_coordinator(training)):
+  // evaluation records its own module trace in its first forward and prefetches from it after.
+  void begin_eval() override { swap_coordinator(); }
+  void end_eval_forward() override {
+    // No backward follows: the end of the forward releases what is still gathered (reset_step),
+    // and the evaluation trace is complete after its first forward.
+    for (Param& p : params_)
+      if (!p.persistent && p.state != ParamState::NotAvailable) drop(p);
+    handles_.clear();
+    trace_complete_ = true;
+  }
+  void end_eval() override { swap_coordinator(); }
+
   void optimizer_step() override {
     for (std::size_t i = 0; i < sub_groups_.size(); ++i) {
       const std::uint64_t n = sub_groups_[i];
@@ -200,6 +213,11 @@ class Zero3 final : public FrameworkModel {
     TensorId flat = 0;
     std::vector<int> params;
   };
+
+  void swap_coordinator() {
+    std::swap(trace_, other_trace_);
+    std::swap(trace_complete_, other_trace_complete_);
+  }
 
   int global_module(ModuleRef m) const { return unit_first_module_[static_cast<std::size_t>(m.unit)] + m.module; }
 
@@ -373,6 +391,8 @@ class Zero3 final : public FrameworkModel {
   std::vector<Handle> handles_;
   std::vector<int> trace_;
   bool trace_complete_ = false;
+  std::vector<int> other_trace_;  // the coordinator of the other mode (training / evaluation)
+  bool other_trace_complete_ = false;
   int position_ = 0, prefetch_cursor_ = 0;
   std::uint64_t live_numel_ = 0;
   std::deque<double> fetch_events_, reduce_events_;
