@@ -81,6 +81,8 @@ class SimDevice final : public Device {
   };
   bool range_is_free(Addr addr, Bytes size) const;
   Placed place(Bytes size, Addr at);
+  Placed place_after_search(Bytes size, Addr addr, Bytes alignment);  // place()'s slow path
+  Addr window_end() const { return window_next_ == ranges_.end() ? ~Addr{0} : window_next_->first; }
   const std::pair<const Addr, Range>* containing_vmm_range(Addr addr, Bytes size) const;
   bool overlaps_mapping(Addr addr, Bytes size) const;  // mapped pages or aliases
   bool aliased(Addr addr, Bytes size) const;           // some alias's source overlaps
@@ -103,6 +105,12 @@ class SimDevice final : public Device {
   ArenaMap<Addr, Alias> aliases_ = make_arena_map<Addr, Alias>(alias_nodes_);  // mapped aliases (never merged)
   std::deque<Addr> malloc_hints_;
   std::deque<Addr> range_hints_;
+  // The bump pointer's free window (place()): when valid, no range overlaps [next_address_,
+  // window_end()), and window_next_ is the first range at or above next_address_ (or end()).
+  // Any insert into the window or erase of window_next_ invalidates it; the next placement by
+  // the bump pointer then searches and sets it again.
+  bool window_valid_ = false;
+  ArenaMap<Addr, Range>::const_iterator window_next_ = ranges_.end();
 };
 
 // Parses "sim", "sim:40GiB", "sim:40GiB,external:1GiB", "sim:capacity:40GiB,external:512MiB".

@@ -5,9 +5,12 @@
 //  - the pool is chosen on the *rounded* size: <= 1 MiB (inclusive) -> small (§2, trap §14.1);
 //  - divisions are looked up on the *unrounded* request: slot clamp(floor(log2(n)) - 20, 0, 15),
 //    so slot 0 covers everything below 2 MiB (§1.4).
+// The three small functions are inline: malloc calls them on every request.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 
 #include "pytorch/constants.hpp"
 #include "pytorch/version.hpp"
@@ -23,13 +26,38 @@ struct RoundingRules {
 };
 
 // Slot of the division table that applies to a request of `size` bytes (§1.4).
-std::size_t division_slot(Bytes size);
+inline std::size_t division_slot(Bytes size) {
+  if (size == 0) return 0;
+  const int log2 = 63 - std::countl_zero(size);
+  const int slot = log2 - 20;  // 2^20 = 1 MiB: intervals start at 1 MiB (slot 0 = all < 2 MiB)
+  if (slot < 0) return 0;
+  return std::min<std::size_t>(static_cast<std::size_t>(slot), kRoundUpPowerOfTwoIntervals - 1);
+}
 // §1.3. `version` selects 1.13's guard (size <= 4 or divisions <= 1 -> size unchanged).
 Bytes roundup_power2_next_division(Bytes size, Bytes divisions, Version version);
 // §1.2: the block size a request is served with.
-Bytes round_size(Bytes size, const RoundingRules& rules);
+inline Bytes round_size(Bytes size, const RoundingRules& rules) {
+  auto round512 = [](Bytes n) { return kMinBlockSize * ((n + kMinBlockSize - 1) / kMinBlockSize); };
+  if (size < kMinBlockSize) return kMinBlockSize;
+  // "size > 512 * d" without overflow for absurd d (d is a validated power of two).
+  auto above = [size](Bytes d) { return d <= kUnlimited / kMinBlockSize && size > kMinBlockSize * d; };
+  if (!has_interval_divisions(rules.version)) {
+    // 1.13: one global value, bypass threshold, and "d > 0" (d == 1 -> size unrounded).
+    if (size > rules.bypass_threshold) return round512(size);
+    const Bytes d = rules.divisions[0];
+    if (d > 0 && above(d)) return roundup_power2_next_division(size, d, rules.version);
+    return round512(size);
+  }
+  const Bytes d = rules.divisions[division_slot(size)];
+  if (d > 1 && above(d)) return roundup_power2_next_division(size, d, rules.version);
+  return round512(size);
+}
 // §1.5: bytes obtained from the device on a miss for a rounded request.
-Bytes get_allocation_size(Bytes rounded, Bytes large_segment_size);
+inline Bytes get_allocation_size(Bytes rounded, Bytes large_segment_size) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return large_segment_size;
+  return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
+}
 inline PoolKind pool_for(Bytes rounded) { return rounded <= kSmallSize ? PoolKind::Small : PoolKind::Large; }
 
 }  // namespace fraglab::cca

@@ -53,13 +53,32 @@ bool SimDevice::range_is_free(Addr addr, Bytes size) const {
 }
 
 SimDevice::Placed SimDevice::place(Bytes size, Addr at) {
-  if (at != kAnyAddress && range_is_free(at, size)) return {at, ranges_.lower_bound(at)};
+  if (at != kAnyAddress && range_is_free(at, size)) {
+    // A range in the bump pointer's free window ends the window: the next bump placement
+    // searches again (place_after_search).
+    if (window_valid_ && at < window_end() && at + size > next_address_) window_valid_ = false;
+    return {at, ranges_.lower_bound(at)};
+  }
   const Bytes alignment = size >= kPage ? kPage : kMallocAlignment;
-  Addr addr = align_up(next_address_, alignment);
-  // The usual case, without a search: the bump pointer is past the end of the last range (ranges
-  // never overlap, so no range ends later than the one that starts last).
+  const Addr addr = align_up(next_address_, alignment);
+  // The usual case, without a search: the range fits in the window known to be free after the
+  // bump pointer (up to the first range above it, or the end of the address space). A placement
+  // there is the one the search below would find: it returns the lowest free aligned address
+  // at or above the bump pointer, and nothing lies between the bump pointer and the window's end.
+  if (window_valid_ && addr >= next_address_ && addr + size > addr && addr + size <= window_end()) {
+    next_address_ = addr + size;
+    return {addr, window_next_};
+  }
+  return place_after_search(size, addr, alignment);
+}
+
+SimDevice::Placed SimDevice::place_after_search(Bytes size, Addr addr, Bytes alignment) {
+  // The bump pointer is past the end of the last range (ranges never overlap, so no range ends
+  // later than the one that starts last): the window runs to the end of the address space.
   if (ranges_.empty() || std::prev(ranges_.end())->first + std::prev(ranges_.end())->second.size <= addr) {
     next_address_ = addr + size;
+    window_next_ = ranges_.end();
+    window_valid_ = true;
     return {addr, ranges_.end()};
   }
   // Skip past ranges placed at requested addresses that lie in the bump pointer's way.
@@ -77,6 +96,9 @@ SimDevice::Placed SimDevice::place(Bytes size, Addr at) {
       continue;
     }
     next_address_ = addr + size;
+    // [next_address_, next's start) holds no range: the window of the next placements.
+    window_next_ = next;
+    window_valid_ = true;
     return {addr, next};
   }
 }
@@ -101,6 +123,7 @@ Bytes SimDevice::do_free(Addr addr) {
     throw std::logic_error(fmt::format("sim device: free of 0x{:x}, which malloc did not return", addr));
   }
   const Bytes footprint = it->second.size;
+  if (it == window_next_) window_valid_ = false;  // the window's end goes (see place)
   ranges_.erase(it);
   physical_in_use_ -= footprint;
   return footprint;
@@ -126,6 +149,7 @@ void SimDevice::do_release_range(Addr addr) {
   if (overlaps_mapping(addr, it->second.size)) {
     throw std::logic_error(fmt::format("sim device: release of 0x{:x} while pages are mapped", addr));
   }
+  if (it == window_next_) window_valid_ = false;  // the window's end goes (see place)
   ranges_.erase(it);
 }
 
