@@ -68,4 +68,9 @@ CostModel read_cost_model(const std::string& path);
 // The same from the text of such a file (`path` only names it in messages).
 CostModel parse_cost_model(std::string_view text, const std::string& path);
 
+// "fnv1a64:<16 hex digits>" of the figures (every call's fixed_us and per_gib_us, not the
+// descriptions): a sweep's results file records it (fraglab/sweep.hpp, SweepMeta) so that resume
+// and merge refuse rows whose device_time_s other figures produced.
+std::string cost_model_digest(const CostModel& model);
+
 }  // namespace fraglab

@@ -99,6 +99,10 @@ class Device {
   void add_listener(DeviceListener* listener) { listeners_.push_back(listener); }
   void remove_listener(DeviceListener* listener);
 
+  // Wall-clock seconds spent inside a real driver's calls since the device was made (steady_clock
+  // around each call: CudaDevice); nullopt on a device without a driver (sim). Not deterministic.
+  virtual std::optional<double> measured_seconds() const { return std::nullopt; }
+
   // ---- time (device_time.cpp) ----
   void set_cost_model(const CostModel& model) { costs_ = model; }
   const CostModel& cost_model() const { return costs_; }

@@ -110,11 +110,9 @@ PolicyReport gather_policy_report(const Trace& trace, const std::string& spec, c
 // ---- rendering --------------------------------------------------------------------------------
 
 std::string html_report(const TraceReport& report);
-// A sweep results file: per trace, peak reserved vs device calls for every setting, the Pareto
-// front of the two and the recommended PYTORCH_CUDA_ALLOC_CONF line. `source` names the file.
+// A sweep results file: per trace, peak reserved vs estimated device time (device_time_s) for every
+// setting, the Pareto front of the two (pareto_front, fraglab/sweep.hpp: the front `sweep` prints)
+// with device and stall time, and the recommended PYTORCH_CUDA_ALLOC_CONF line. `source` names the file.
 std::string html_sweep_report(const ResultsTable& table, const std::string& source);
-// The settings on the front of peak reserved vs device calls (num_device_alloc +
-// num_device_free): runs without OOMs that no other such run beats on both, cheapest peak first.
-std::vector<SweepRow> reserved_calls_front(const std::vector<SweepRow>& rows);
 
 }  // namespace fraglab

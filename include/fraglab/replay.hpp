@@ -51,6 +51,10 @@ struct Metrics {
   // before an unmap). stall_time_s <= device_time_s.
   double device_time_s = 0;
   double stall_time_s = 0;
+  // On a device with a real driver (--device cuda): wall-clock seconds spent inside its calls from
+  // the start to the end of the replay, measured (Device::measured_seconds). Absent on sim; not
+  // deterministic.
+  std::optional<double> measured_device_time_s;
 };
 
 struct OomRecord {
@@ -173,6 +177,7 @@ class Replayer {
   std::unique_ptr<Run> run_;
   std::uint64_t device_allocs_at_start_ = 0;
   std::uint64_t device_frees_at_start_ = 0;
+  std::optional<double> measured_at_start_;
 };
 
 }  // namespace fraglab

@@ -155,6 +155,12 @@ struct SweepMeta {
   // Per trace name: its start state and recorded settings, with their run when they are not a
   // grid point, so a merge reports against the same baseline as the sweep itself.
   std::map<std::string, SweepTraceContext> contexts;
+  // The cost model that priced the rows' device_time_s / stall_time_s (README "Device time"):
+  // what names it (the file given to --cost-model, or the defaults' source) and
+  // cost_model_digest() of its figures. Written as "cost_model":{"source":S,"digest":S}; empty in
+  // files written before fraglab recorded it, which resume and merge refuse (check_cost_model).
+  std::string cost_model;
+  std::string cost_model_digest;
   bool operator==(const SweepMeta&) const = default;
 };
 SweepMeta sweep_meta(const SweepGrid& grid, const std::string& device, const std::vector<TraceIdentity>& traces,
@@ -165,6 +171,12 @@ SweepGrid meta_grid(const SweepMeta& meta);
 std::string meta_line(const SweepMeta& meta);  // the JSON object, no '\n'
 // "-p pytorch --grid KEY=V1,V2 ..." for messages.
 std::string grid_command(const SweepMeta& meta);
+
+// Resume and merge keep rows of one cost model only: throws InputError naming `path` when its
+// metadata records no cost model (a file of an older fraglab: re-run it) or another one than
+// `other`'s (`other_name` says whose: "this sweep", or the first file merged).
+void check_cost_model(const std::string& path, const SweepMeta& meta, const std::string& other_name,
+                      const SweepMeta& other);
 
 struct ResultsTable {
   std::vector<std::string> knob_keys;  // the grid keys, in column order

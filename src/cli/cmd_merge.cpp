@@ -5,9 +5,11 @@
 // The files must make up one whole sweep (check_shards): shards of other grids or traces, a shard
 // given twice, a shard missing or unfinished exit 1 without writing anything, so the "best"
 // setting is never picked from part of the grid. Files without sweep metadata (older fraglab)
-// get a warning and are merged as before.
+// get a warning and are merged as before. Files of different cost models (device_time_s), or whose
+// metadata records none, are refused (exit 2) before anything is compared.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -53,6 +55,15 @@ int cmd_merge(int argc, char** argv) {
     ResultsTable table = read_results(path, &tail);
     if (tail > 0) log::warn(fmt::format("merge: {}: ignoring its unfinished last line ({} bytes)", path, tail));
     if (table.rows.empty() && table.knob_keys.empty() && !table.meta) continue;
+    // Rows priced by different cost models do not mix (device_time_s): the first file with metadata
+    // sets the model, every other must record the same (exit 2 naming the file).
+    if (table.meta) {
+      const auto first = std::find_if(metas.begin(), metas.end(), [](const auto& m) { return m.second.has_value(); });
+      if (first == metas.end())
+        check_cost_model(path, *table.meta, path, *table.meta);
+      else
+        check_cost_model(path, *table.meta, first->first, *first->second);
+    }
     metas.emplace_back(path, table.meta);
     paths.push_back(path);
     tables.push_back(std::move(table));

@@ -259,8 +259,12 @@ int cmd_sweep(int argc, char** argv) {
     identities.reserve(traces.size());
     for (const Trace& trace : traces) identities.push_back(trace_identity(trace));
     const std::string device_text = device_option.value_or("sim");
-    stream = std::make_unique<ResultsStream>(output, knob_keys, resume,
-                                             sweep_meta(grid, device_text, identities, shard, start_option, contexts));
+    SweepMeta meta = sweep_meta(grid, device_text, identities, shard, start_option, contexts);
+    // The figures behind every row's device_time_s: resume and merge refuse rows of other figures.
+    const CostModelChoice costs = cost_model_choice();
+    meta.cost_model = costs.name;
+    meta.cost_model_digest = cost_model_digest(costs.model);
+    stream = std::make_unique<ResultsStream>(output, knob_keys, resume, std::move(meta));
   }
   // Runs already in the file (resume), by key.
   std::unordered_map<std::string, const SweepRow*, SeededHash, std::equal_to<>> done;  // seeded: keys from a file

@@ -20,6 +20,10 @@ std::shared_ptr<const CostModel>& cost_model_option() {
   static std::shared_ptr<const CostModel> model;  // null: the defaults
   return model;
 }
+std::string& cost_model_path() {
+  static std::string path;  // empty: the defaults
+  return path;
+}
 
 DeviceChoice from_spec(const std::string& spec, const std::string& label, const std::string& source) {
   DeviceChoice choice{parse_device_spec(spec), label, source};  // its one-line error on a bad spec
@@ -31,7 +35,14 @@ DeviceChoice from_spec(const std::string& spec, const std::string& label, const 
 
 void use_cost_model_file(const std::string& path) {
   cost_model_option() = std::make_shared<const CostModel>(read_cost_model(path));
+  cost_model_path() = path;
   log::info(fmt::format("cost model: {}", path));
+}
+
+CostModelChoice cost_model_choice() {
+  if (cost_model_option()) return {cost_model_path(), *cost_model_option()};
+  CostModel defaults = CostModel::defaults();
+  return {defaults.source, defaults};
 }
 
 DeviceChoice choose_device(const std::optional<std::string>& device_option) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fraglab/cost_model.hpp"
 #include "fraglab/device_spec.hpp"
 #include "fraglab/report.hpp"
 #include "fraglab/trace.hpp"
@@ -31,6 +32,13 @@ struct DeviceChoice {
 // by this file's figures (the defaults for the calls it does not name). Throws InputError naming
 // the file and the key.
 void use_cost_model_file(const std::string& path);
+// The cost model devices charge: the --cost-model file's (named by the path given) or the
+// defaults (named by their source). A sweep records it in its results file (SweepMeta).
+struct CostModelChoice {
+  std::string name;
+  CostModel model;
+};
+CostModelChoice cost_model_choice();
 
 // --device when given; otherwise, when the trace recorded an oom, the memory its allocator could
 // obtain then (reserved + device_free, fraglab/recorded_memory.hpp; never below the recorded

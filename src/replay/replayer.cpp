@@ -195,6 +195,7 @@ void Replayer::begin(std::string policy_spec, bool streamed) {
   device_allocs_at_start_ = device_.device_allocs();
   device_frees_at_start_ = device_.device_frees();
   device_.reset_time();  // the time of rebuilding the start state is not the run's
+  measured_at_start_ = device_.measured_seconds();
   m.reserved_at_start = device_.reserved();
   m.peak_requested = requested;
   m.peak_allocated = allocated;
@@ -339,6 +340,8 @@ ReplayResult Replayer::finish() {
   m.num_device_free = device_.device_frees() - device_frees_at_start_;
   m.device_time_s = device_.time().device_us / 1e6;
   m.stall_time_s = device_.time().stall_us / 1e6;
+  if (const std::optional<double> measured = device_.measured_seconds(); measured && measured_at_start_)
+    m.measured_device_time_s = *measured - *measured_at_start_;
   result.detailed_stats = policy_.detailed_stats();
   result.notes = policy_.notes();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_->started).count();

@@ -28,6 +28,8 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
       {"stopped_on_oom", run.stopped_on_oom},
       {"start_state", start_state_name(run.start_state)},
   };
+  // Measured on a real GPU only (--device cuda): wall time inside the driver's calls.
+  if (m.measured_device_time_s) j["measured_device_time_s"] = *m.measured_device_time_s;
   if (run.recorded_settings) j["recorded_settings"] = true;
   nlohmann::json ooms = nlohmann::json::array();
   for (const OomRecord& oom : run.ooms) {

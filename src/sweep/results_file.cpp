@@ -156,6 +156,10 @@ ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_key
         }
       }
     }
+    // device_time_s depends on the cost model: rows priced by other figures (or by figures the
+    // file does not name) would be ranked against this sweep's as if they were comparable.
+    if (has_keys && old.meta && meta_ && !meta_->cost_model_digest.empty())
+      check_cost_model(path_, *old.meta, "this sweep", *meta_);
     existing_ = std::move(old.rows);
     fresh = !has_keys;
   }

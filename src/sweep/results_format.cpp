@@ -42,6 +42,17 @@ const MetricColumn kMetricColumns[] = {
     {"stall_time_s", true, nullptr, &Metrics::stall_time_s, true},
 };
 constexpr size_t kFixedColumns = 3;  // trace, device, spec
+// Files written before device_time_s existed end their columns with num_device_free.
+constexpr size_t kOlderFormatMetrics = 9;
+
+// One line for a file of that older format, wherever it is read (sweep --resume, merge, report):
+// its rows have no device time and cannot be ranked with today's, only made again.
+InputError older_format(const LineOrigin& at) {
+  return InputError(
+      fmt::format("{}: a results file of an older fraglab format (no device_time_s and stall_time_s): re-run "
+                  "the sweep into a new file (or with --overwrite)",
+                  at));
+}
 
 std::string csv_field(std::string_view text) {
   if (text.find_first_of(",\"") == std::string_view::npos) return std::string(text);
@@ -178,8 +189,13 @@ std::vector<std::string> parse_csv_header(std::string_view line, const LineOrigi
                     "metrics)",
                     at, csv_header({"KNOB..."})));
   };
-  if (fields.size() < kFixedColumns + metrics) throw expected();
+  if (fields.size() < kFixedColumns + kOlderFormatMetrics) throw expected();
   if (fields[0] != "trace" || fields[1] != "device" || fields[2] != "spec") throw expected();
+  bool older = true;
+  for (size_t m = 0; m < kOlderFormatMetrics && older; ++m)
+    older = fields[fields.size() - kOlderFormatMetrics + m] == kMetricColumns[m].name;
+  if (older) throw older_format(at);
+  if (fields.size() < kFixedColumns + metrics) throw expected();
   for (size_t m = 0; m < metrics; ++m) {
     if (fields[fields.size() - metrics + m] != kMetricColumns[m].name) throw expected();
   }
@@ -256,6 +272,8 @@ SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_k
     }
     row.knobs.push_back(v.is_null() ? std::nullopt : std::optional<std::string>(v.get<std::string>()));
   }
+  if (!j.contains("device_time_s") && !j.contains("stall_time_s") && j.contains("num_device_free"))
+    throw older_format(at);
   for (const MetricColumn& c : kMetricColumns) {
     if (!j.contains(c.name)) throw InputError(fmt::format("{}: the row has no '{}'", at, c.name));
     const auto& v = j[c.name];

@@ -83,6 +83,8 @@ std::string meta_line(const SweepMeta& meta) {
   }
   j["traces"] = std::move(traces);
   j["start_state"] = meta.start_state;
+  if (!meta.cost_model_digest.empty())
+    j["cost_model"] = nlohmann::ordered_json{{"source", meta.cost_model}, {"digest", meta.cost_model_digest}};
   // The recorded settings of recorded traces, and their run when not a grid point (as a row).
   nlohmann::ordered_json contexts = nlohmann::ordered_json::array();
   const std::vector<std::string> keys = knob_keys_of(meta);
@@ -148,6 +150,15 @@ SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at) {
     meta.traces.push_back(
         {t["name"].get<std::string>(), t["events"].get<std::uint64_t>(), t["request_hash"].get<std::string>()});
   }
+  if (j.contains("cost_model")) {
+    const auto& c = j["cost_model"];
+    if (!c.is_object() || !c.contains("source") || !c["source"].is_string() || !c.contains("digest") ||
+        !c["digest"].is_string() || c["digest"].get<std::string>().empty()) {
+      throw bad("'cost_model' must be {\"source\":S,\"digest\":S}");
+    }
+    meta.cost_model = c["source"].get<std::string>();
+    meta.cost_model_digest = c["digest"].get<std::string>();
+  }
   if (j.contains("contexts")) {
     if (!j["contexts"].is_array()) throw bad("'contexts' must be a list");
     std::vector<std::string> keys = knob_keys_of_grid(j);
@@ -165,6 +176,22 @@ SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at) {
     }
   }
   return meta;
+}
+
+void check_cost_model(const std::string& path, const SweepMeta& meta, const std::string& other_name,
+                      const SweepMeta& other) {
+  if (meta.cost_model_digest.empty()) {
+    throw InputError(
+        fmt::format("{}: written by an older fraglab that did not record the cost model of its device_time_s: "
+                    "re-run the sweep into a new file (or with --overwrite)",
+                    path));
+  }
+  if (meta.cost_model_digest != other.cost_model_digest) {
+    throw InputError(fmt::format(
+        "{}: its device_time_s was computed under another cost model ({}, {}) than {}'s ({}, {}): results of "
+        "different cost models do not mix; use the same --cost-model, or write to a new file",
+        path, meta.cost_model, meta.cost_model_digest, other_name, other.cost_model, other.cost_model_digest));
+  }
 }
 
 }  // namespace fraglab

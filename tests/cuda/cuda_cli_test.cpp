@@ -3,6 +3,7 @@
 // the driver, and the errors are one line with exit status 2.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -26,7 +27,8 @@ void expect_clean_ledger(const fs::path& ledger) {
 }
 
 // `replay TRACE -p SPEC --json -` on cuda:0 (the fake, `memory` bytes) and on sim of that memory:
-// the same JSON but for the "device" object, which names the device.
+// the same JSON but for the "device" object, which names the device, and the measured time in driver
+// calls, which only cuda has.
 void expect_same_as_sim(const fs::path& trace, const std::string& spec, std::uint64_t memory = 80 * GiB) {
   SCOPED_TRACE(trace.filename().string() + " " + spec);
   const fs::path ledger = scratch_dir("cuda") / "ledger.txt";
@@ -43,6 +45,12 @@ void expect_same_as_sim(const fs::path& trace, const std::string& spec, std::uin
   EXPECT_EQ(on_cuda["device"]["capacity_bytes"], on_sim["device"]["capacity_bytes"]);
   on_cuda.erase("device");
   on_sim.erase("device");
+  // The time measured inside the driver's calls is on cuda only (and not deterministic).
+  for (auto& run : on_cuda["runs"]) {
+    EXPECT_TRUE(run.contains("measured_device_time_s"));
+    run.erase("measured_device_time_s");
+  }
+  for (const auto& run : on_sim["runs"]) EXPECT_FALSE(run.contains("measured_device_time_s"));
   EXPECT_EQ(on_cuda, on_sim);
   expect_clean_ledger(ledger);
   // The driver's own count of the memory it held at most is the peak reserved bytes reported.
@@ -85,6 +93,39 @@ TEST(CudaDevice, OutOfMemoryIsThePolicysOutOfMemory) {
   for (const char* spec : kSpecs) expect_same_as_sim(trace, spec, 240 * MiB);
   const CommandResult sim = run_fraglab("replay " + trace.string() + " -p pytorch --json - --device sim:240MiB");
   EXPECT_GT(nlohmann::json::parse(sim.out)["runs"][0]["num_alloc_retries"].get<int>(), 0) << sim.out;
+}
+
+TEST(CudaDevice, MeasuresTheTimeSpentInDriverCalls) {
+  // Every call of the fake driver sleeps 2 ms: each device call of the results (a cuMemAlloc, a
+  // cuMemFree, per page a cuMemCreate + cuMemMap + cuMemSetAccess or a cuMemUnmap + cuMemRelease)
+  // is at least one driver call, so the measured time is at least calls x 2 ms; it cannot exceed the
+  // command's whole wall time.
+  constexpr double kDelay = 0.002;
+  const fs::path ledger = scratch_dir("cuda") / "measured.txt";
+  for (const char* spec : {"nocache", "pytorch:expandable_segments:True"}) {
+    SCOPED_TRACE(spec);
+    const auto started = std::chrono::steady_clock::now();
+    const CommandResult r =
+        run_with_env(fake_env(ledger, "FRAGLAB_FAKE_CUDA_CALL_DELAY_US=2000"),
+                     "replay " + (kSamples / "two-phase.jsonl").string() + " -p " + spec + " --device cuda:0 --json -");
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    ASSERT_EQ(r.status, 0) << r.err;
+    const nlohmann::json run = nlohmann::json::parse(r.out).at("runs").at(0);
+    const auto calls = run.at("num_device_alloc").get<std::uint64_t>() + run.at("num_device_free").get<std::uint64_t>();
+    ASSERT_GT(calls, 0u);
+    const double measured = run.at("measured_device_time_s").get<double>();
+    EXPECT_GE(measured, static_cast<double>(calls) * kDelay) << calls << " calls";
+    EXPECT_LT(measured, wall);
+    // The table shows it next to the estimate.
+    const CommandResult table = run_with_env(
+        fake_env(ledger), "replay " + (kSamples / "two-phase.jsonl").string() + " -p " + spec + " --device cuda:0");
+    ASSERT_EQ(table.status, 0) << table.err;
+    EXPECT_NE(table.out.find("stall_s  measured_s\n"), std::string::npos) << table.out;
+  }
+  // On sim there is nothing to measure: no key, no column.
+  const CommandResult sim =
+      run_fraglab("replay " + (kSamples / "two-phase.jsonl").string() + " -p nocache --device sim:80GiB");
+  EXPECT_EQ(sim.out.find("measured_s"), std::string::npos) << sim.out;
 }
 
 TEST(CudaDevice, RefusesATraceWhosePeakCannotFit) {

@@ -251,18 +251,21 @@ def make_models():
 
 
 # ---- baselines and results files -----------------------------------------------------------------
-# Written by `fraglab sweep` (traces/samples streams + cutoff, -p pytorch): shard 1/2 of a
-# max_split_size_mb grid as CSV, a whole roundup_power2_divisions grid as JSONL.
+# Written by `fraglab sweep` (today's format: device_time_s, stall_time_s and the cost model in the
+# first line), from the repository root:
+#   fraglab sweep traces/samples/streams.jsonl traces/samples/cutoff.jsonl -p pytorch \
+#       --grid max_split_size_mb=none,64 --shard 1/2 -o shard-1-of-2.csv
+#   fraglab sweep traces/samples/streams.jsonl -p pytorch --grid roundup_power2_divisions=none,4 -o whole.jsonl
 RESULTS_CSV = """\
-# {"fraglab_sweep":1,"shard":"1/2","policy":"pytorch","grid":["max_split_size_mb=none,64"],"device":"sim","traces":[{"name":"streams","events":48,"request_hash":"fnv1a64:e67b87744b3afc10"},{"name":"cutoff","events":12,"request_hash":"fnv1a64:57aee1ac058b4730"}],"start_state":"auto","contexts":[{"trace":"cutoff","start_state":"cold","recorded_settings":"pytorch:max_split_size_mb:128,garbage_collection_threshold:0.8","recorded_run":{"trace":"cutoff","device":"sim:264241152B","spec":"pytorch:max_split_size_mb:128,garbage_collection_threshold:0.8","knobs":{"max_split_size_mb":null},"peak_reserved_bytes":150994944,"peak_allocated_bytes":92278784,"peak_requested_bytes":92278688,"fragmentation_at_peak":0.3888617621527778,"peak_utilization":0.6111382378472222,"num_alloc_retries":0,"num_ooms":0,"num_device_alloc":2,"num_device_free":2}}]}
-trace,device,spec,max_split_size_mb,peak_reserved_bytes,peak_allocated_bytes,peak_requested_bytes,fragmentation_at_peak,peak_utilization,num_alloc_retries,num_ooms,num_device_alloc,num_device_free
-cutoff,sim:264241152B,pytorch:max_split_size_mb:64,64,150994944,92278784,92278688,0.3888617621527778,0.6111382378472222,0,0,2,2
-streams,sim,pytorch:max_split_size_mb:64,64,127926272,52441600,77611520,0.5900638767930328,0.4099361232069672,0,0,4,0
+# {"fraglab_sweep":1,"shard":"1/2","policy":"pytorch","grid":["max_split_size_mb=none,64"],"device":"sim","traces":[{"name":"streams","events":48,"request_hash":"fnv1a64:e67b87744b3afc10"},{"name":"cutoff","events":12,"request_hash":"fnv1a64:57aee1ac058b4730"}],"start_state":"auto","cost_model":{"source":"fraglab defaults (src/device/cost_model.cpp)","digest":"fnv1a64:3b05a65b658a308f"},"contexts":[{"trace":"cutoff","start_state":"cold","recorded_settings":"pytorch:max_split_size_mb:128,garbage_collection_threshold:0.8","recorded_run":{"trace":"cutoff","device":"sim:264241152B","spec":"pytorch:max_split_size_mb:128,garbage_collection_threshold:0.8","knobs":{"max_split_size_mb":null},"peak_reserved_bytes":150994944,"peak_allocated_bytes":92278784,"peak_requested_bytes":92278688,"fragmentation_at_peak":0.3888617621527778,"peak_utilization":0.6111382378472222,"num_alloc_retries":0,"num_ooms":0,"num_device_alloc":2,"num_device_free":2,"device_time_s":3.5e-05,"stall_time_s":2.1e-05}}]}
+trace,device,spec,max_split_size_mb,peak_reserved_bytes,peak_allocated_bytes,peak_requested_bytes,fragmentation_at_peak,peak_utilization,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,device_time_s,stall_time_s
+cutoff,sim:264241152B,pytorch:max_split_size_mb:64,64,150994944,92278784,92278688,0.3888617621527778,0.6111382378472222,0,0,2,2,3.5e-05,2.1e-05
+streams,sim,pytorch:max_split_size_mb:64,64,127926272,52441600,77611520,0.5900638767930328,0.4099361232069672,0,0,4,0,2.8e-05,0
 """
 RESULTS_JSONL = """\
-{"fraglab_sweep":1,"shard":"0/1","policy":"pytorch","grid":["roundup_power2_divisions=none,4"],"device":"sim","traces":[{"name":"streams","events":48,"request_hash":"fnv1a64:e67b87744b3afc10"}],"start_state":"auto"}
-{"trace":"streams","device":"sim","spec":"pytorch","knobs":{"roundup_power2_divisions":null},"peak_reserved_bytes":127926272,"peak_allocated_bytes":52441600,"peak_requested_bytes":77611520,"fragmentation_at_peak":0.5900638767930328,"peak_utilization":0.4099361232069672,"num_alloc_retries":0,"num_ooms":0,"num_device_alloc":4,"num_device_free":0}
-{"trace":"streams","device":"sim","spec":"pytorch:roundup_power2_divisions:4","knobs":{"roundup_power2_divisions":"4"},"peak_reserved_bytes":138412032,"peak_allocated_bytes":60030976,"peak_requested_bytes":77611520,"fragmentation_at_peak":0.5662878787878788,"peak_utilization":0.4337121212121212,"num_alloc_retries":0,"num_ooms":0,"num_device_alloc":4,"num_device_free":0}
+{"fraglab_sweep":1,"shard":"0/1","policy":"pytorch","grid":["roundup_power2_divisions=none,4"],"device":"sim","traces":[{"name":"streams","events":48,"request_hash":"fnv1a64:e67b87744b3afc10"}],"start_state":"auto","cost_model":{"source":"fraglab defaults (src/device/cost_model.cpp)","digest":"fnv1a64:3b05a65b658a308f"}}
+{"trace":"streams","device":"sim","spec":"pytorch","knobs":{"roundup_power2_divisions":null},"peak_reserved_bytes":127926272,"peak_allocated_bytes":52441600,"peak_requested_bytes":77611520,"fragmentation_at_peak":0.5900638767930328,"peak_utilization":0.4099361232069672,"num_alloc_retries":0,"num_ooms":0,"num_device_alloc":4,"num_device_free":0,"device_time_s":2.8e-05,"stall_time_s":0.0}
+{"trace":"streams","device":"sim","spec":"pytorch:roundup_power2_divisions:4","knobs":{"roundup_power2_divisions":"4"},"peak_reserved_bytes":138412032,"peak_allocated_bytes":60030976,"peak_requested_bytes":77611520,"fragmentation_at_peak":0.5662878787878788,"peak_utilization":0.4337121212121212,"num_alloc_retries":0,"num_ooms":0,"num_device_alloc":4,"num_device_free":0,"device_time_s":2.8e-05,"stall_time_s":0.0}
 """
 
 
@@ -270,6 +273,11 @@ def make_results():
     seed("results", "shard-1-of-2.csv", RESULTS_CSV)
     seed("results", "whole.jsonl", RESULTS_JSONL)
     seed("results", "no-meta.csv", "\n".join(RESULTS_CSV.splitlines()[1:]) + "\n")
+    # The format before device_time_s: the same rows without its two columns (read as an error
+    # saying the file must be re-run, src/sweep/results_format.cpp).
+    older = [RESULTS_CSV.splitlines()[1].replace(",device_time_s,stall_time_s", "")]
+    older += [line.rsplit(",", 2)[0] for line in RESULTS_CSV.splitlines()[2:]]
+    seed("results", "older-format.csv", "\n".join(older) + "\n")
     # Hostile: malformed lines merge must refuse in one message.
     header = RESULTS_CSV.splitlines()[1]
     row = RESULTS_CSV.splitlines()[2]
@@ -331,7 +339,7 @@ vocab max_positions tied_embeddings relative_attention_buckets""".split()
 RESULTS_KEYS = """contexts device events fraglab_sweep fragmentation_at_peak grid knobs name none num_alloc_retries
 num_device_alloc num_device_free num_ooms peak_allocated_bytes peak_requested_bytes peak_reserved_bytes
 peak_utilization policy recorded recorded_run recorded_settings request_hash shard spec start_state trace
-traces cold auto sim""".split()
+traces cold auto sim device_time_s stall_time_s cost_model source digest""".split()
 BASELINE_KEYS = """capacity_bytes device events external_bytes fragmentation_at_peak name num_alloc_retries
 num_device_alloc num_device_free num_ooms peak_allocated_bytes peak_requested_bytes peak_reserved_bytes
 peak_utilization policy request_hash runs trace kind sim capacity_source start_state pytorch""".split()

@@ -1,5 +1,5 @@
 // The HTML renderers on report data made by hand: what each section shows, the placeholders for
-// the anatomy and the frames, and the front of peak reserved vs device calls.
+// the anatomy and the frames, and the front of peak reserved vs device time.
 #include <gtest/gtest.h>
 
 #include "fraglab/html_report.hpp"
@@ -100,28 +100,37 @@ TEST(HtmlReport, RendersTheAnatomyAndFramesWhenTheyArePresent) {
   EXPECT_NE(html.find("<div class=\"frames\">train.py:10 step\nmodel.py:42 forward\n</div>"), std::string::npos);
 }
 
-SweepRow row(const std::string& spec, Bytes peak, std::uint64_t calls, std::uint64_t ooms = 0) {
+SweepRow row(const std::string& spec, Bytes peak, double device_s, std::uint64_t ooms = 0) {
   SweepRow r;
   r.trace = "t";
   r.device = "sim";
   r.spec = spec;
   r.metrics.peak_reserved = peak;
-  r.metrics.num_device_alloc = calls;
+  r.metrics.device_time_s = device_s;
   r.metrics.num_ooms = ooms;
   return r;
 }
 
-TEST(ReservedCallsFront, KeepsTheRunsNoOtherBeatsOnBoth) {
-  // b (80, 20) and a / e (100, 10, a tie) are on the front; c (90, 30) is beaten by b; d has the
-  // lowest peak but ran out of memory.
-  const std::vector<SweepRow> rows = {row("pytorch:a:1", 100, 10), row("pytorch:b:1", 80, 20),
-                                      row("pytorch:c:1", 90, 30), row("pytorch:d:1", 70, 50, 1),
-                                      row("pytorch:e:1", 100, 10)};
-  const std::vector<SweepRow> front = reserved_calls_front(rows);
-  ASSERT_EQ(front.size(), 3u);
-  EXPECT_EQ(front[0].spec, "pytorch:b:1");
-  EXPECT_EQ(front[1].spec, "pytorch:a:1");
-  EXPECT_EQ(front[2].spec, "pytorch:e:1");
+TEST(HtmlSweepReport, DrawsTheFrontOfPeakReservedAgainstDeviceTime) {
+  // b (80, 0.002) and a / e (100, 0.001, a tie) are on the front; c (90, 0.003) is beaten by b on
+  // both; d has the lowest peak but ran out of memory.
+  ResultsTable table;
+  table.rows = {row("pytorch:a:1", 100, 0.001), row("pytorch:b:1", 80, 0.002), row("pytorch:c:1", 90, 0.003),
+                row("pytorch:d:1", 70, 0.0005, 1), row("pytorch:e:1", 100, 0.001)};
+  for (SweepRow& r : table.rows) r.knobs = {};
+  const std::string html = html_sweep_report(table, "hand");
+  EXPECT_EQ(count(html, "<circle class=\"front\""), 3u);
+  EXPECT_EQ(count(html, "<circle class=\"setting\""), 1u);
+  EXPECT_EQ(count(html, "<path class=\"oom\""), 1u);
+  const std::size_t b = html.find("<code>pytorch:b:1</code></td>"), a = html.find("<code>pytorch:a:1</code></td>"),
+                    e = html.find("<code>pytorch:e:1</code></td>");
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  EXPECT_LT(b, a);
+  EXPECT_LT(a, e);
+  EXPECT_EQ(html.find("<code>pytorch:c:1</code></td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">0.002000</td>"), std::string::npos);
 }
 
 }  // namespace

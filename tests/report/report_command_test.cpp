@@ -144,6 +144,54 @@ TEST(ReportCommand, ASweepResultsFileShowsTheFrontAndTheRecommendedLine) {
   EXPECT_NE(read_text(dir / "sweep-jsonl.html").find("recommended: <code>" + line + "</code>"), std::string::npos);
 }
 
+// A sweep file written here, its figures chosen by hand: the page's front is sweep's Pareto front
+// of peak reserved against device_time_s (not device calls).
+//   none: 300 MiB, 0.000100 s, 15 calls  on the front (least device time)
+//   64:   260 MiB, 0.000400 s, 40 calls  on the front (lower peak, more device time)
+//   128:  320 MiB, 0.000200 s,  2 calls  off: none beats it on both (fewest calls, but calls do not count)
+//   256:  250 MiB, 0.000050 s,  3 calls  off: it ran out of memory (a red cross)
+TEST(ReportCommand, ASweepFilesFrontIsPeakReservedAgainstDeviceTime) {
+  const fs::path dir = scratch_dir("report");
+  const fs::path results = dir / "hand.csv";
+  write_text(results,
+             "trace,device,spec,max_split_size_mb,peak_reserved_bytes,peak_allocated_bytes,peak_requested_bytes,"
+             "fragmentation_at_peak,peak_utilization,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"
+             "device_time_s,stall_time_s\n"
+             "t,sim,pytorch,none,314572800,1,1,0.5,0.5,0,0,10,5,0.0001,0.00005\n"
+             "t,sim,pytorch:max_split_size_mb:64,64,272629760,1,1,0.5,0.5,0,0,30,10,0.0004,0.00001\n"
+             "t,sim,pytorch:max_split_size_mb:128,128,335544320,1,1,0.5,0.5,0,0,1,1,0.0002,0.0001\n"
+             "t,sim,pytorch:max_split_size_mb:256,256,262144000,1,1,0.5,0.5,0,1,2,1,0.00005,0\n");
+  const fs::path page = dir / "hand.html";
+  const CommandResult r = run_fraglab("report " + results.string() + " -o " + page.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string html = read_text(page);
+  EXPECT_EQ(count(html, "<circle class=\"front\""), 2u);
+  EXPECT_EQ(count(html, "<circle class=\"setting\""), 1u);
+  EXPECT_EQ(count(html, "<path class=\"oom\""), 1u);
+  EXPECT_NE(html.find(">device time (s, estimated)</text>"), std::string::npos);
+  EXPECT_EQ(html.find("device calls (allocs + frees)"), std::string::npos);
+  // The front's table, by peak reserved: peak, device time, stall time, device calls, retries.
+  const std::string row64 =
+      "<tr><td class=\"num\">260.00 MiB</td><td class=\"num\">0.000400</td><td class=\"num\">0.000010</td>"
+      "<td class=\"num\">40</td><td class=\"num\">0</td><td><code>pytorch:max_split_size_mb:64</code></td>"
+      "<td><code>PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64</code></td></tr>";
+  const std::string row_none =
+      "<tr><td class=\"num\">300.00 MiB</td><td class=\"num\">0.000100</td><td class=\"num\">0.000050</td>"
+      "<td class=\"num\">15</td><td class=\"num\">0</td><td><code>pytorch</code></td>"
+      "<td><code>PYTORCH_CUDA_ALLOC_CONF=</code></td></tr>";
+  const std::size_t at64 = html.find(row64), at_none = html.find(row_none);
+  ASSERT_NE(at64, std::string::npos) << html;
+  ASSERT_NE(at_none, std::string::npos) << html;
+  EXPECT_LT(at64, at_none);
+  EXPECT_EQ(html.find("<td><code>pytorch:max_split_size_mb:128</code>"), std::string::npos);
+  EXPECT_EQ(html.find("<td><code>pytorch:max_split_size_mb:256</code>"), std::string::npos);
+  EXPECT_NE(html.find("2 on the Pareto front of peak reserved vs estimated device time"), std::string::npos);
+  // The best setting (lowest peak without an OOM) with both of its times.
+  EXPECT_NE(html.find("<code>pytorch:max_split_size_mb:64</code>, peak reserved 260.00 MiB (272629760 bytes), "
+                      "device time 0.000400 s, stall time 0.000010 s"),
+            std::string::npos);
+}
+
 // The peak each run's --json reports, by policy spec.
 std::map<std::string, std::uint64_t> json_peaks(const std::string& args) {
   const CommandResult r = run_fraglab("replay " + args + " --json -");

@@ -152,6 +152,12 @@ CUresult CudaDevice::timed(CudaCall kind, Call&& call) {
   return result;
 }
 
+std::optional<double> CudaDevice::measured_seconds() const {
+  double us = 0;
+  for (const CallStats& s : stats_) us += s.total_us;
+  return us / 1e6;
+}
+
 void CudaDevice::check(CUresult result, const char* call, Addr addr, Bytes size) const {
   if (result == CUDA_SUCCESS) return;
   throw std::runtime_error(

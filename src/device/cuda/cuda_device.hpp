@@ -94,6 +94,8 @@ class CudaDevice final : public Device {
 
   const CudaDeviceInfo& info() const { return info_; }
   const CallStats& stats(CudaCall call) const { return stats_[static_cast<std::size_t>(call)]; }
+  // The time of every timed driver call so far (Σ CallStats::total_us), in seconds.
+  std::optional<double> measured_seconds() const override;
   // Waits for the device (cuCtxSynchronize), timed like every call.
   void synchronize();
   // Live driver objects, for tests: malloc'ed pointers, reserved ranges, mapped own pages, alias pages.

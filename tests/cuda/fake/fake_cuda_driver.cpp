@@ -9,15 +9,20 @@
 // Environment: FRAGLAB_FAKE_CUDA_TOTAL (bytes of memory, default 80 GiB), FRAGLAB_FAKE_CUDA_USED
 // (bytes already held by others when it starts, default 0), FRAGLAB_FAKE_CUDA_DEVICES (default 1),
 // FRAGLAB_FAKE_CUDA_NO_GPU=1 (cuInit answers CUDA_ERROR_NO_DEVICE), FRAGLAB_FAKE_CUDA_LEDGER=FILE
-// (the ledger written there when the library is unloaded or the process ends).
+// (the ledger written there when the library is unloaded or the process ends),
+// FRAGLAB_FAKE_CUDA_CALL_DELAY_US=N (every call that takes the ledger's lock, every memory call
+// among them, sleeps N microseconds first: the backend's measured time in driver calls,
+// measured_device_time_s, then has a known lower bound).
 #include <cuda.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "fake_cuda_ledger.h"
@@ -161,7 +166,14 @@ struct LedgerAtExit {
 };
 LedgerAtExit ledger_at_exit;
 
+// FRAGLAB_FAKE_CUDA_CALL_DELAY_US: the time every call takes, outside the lock.
+void call_delay() {
+  static const std::uint64_t us = env_bytes("FRAGLAB_FAKE_CUDA_CALL_DELAY_US", 0);
+  if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
 #define FAKE_LOCK                \
+  call_delay();                  \
   State& s = state();            \
   std::lock_guard lock(s.mutex); \
   if (!s.initialised) return s.fail(CUDA_ERROR_NOT_INITIALIZED)
