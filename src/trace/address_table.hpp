@@ -29,6 +29,9 @@ class AddressTable {
     std::uint64_t ref = 0;  // deferred id reference of the allocation there (when live)
     bool used = false;
     bool live = false;
+    // Its free was requested and has not completed (when live): what validate_trace() would
+    // track for the allocation's id, kept here so the reader can prove the trace's lifetimes.
+    bool free_requested = false;
   };
 
   AddressTable() { slots_.resize(1024); }

@@ -38,9 +38,11 @@
 #include "trace/address_table.hpp"
 #include "trace/dict_layout.hpp"
 #include "trace/frame_interner.hpp"
+#include "trace/live_allocations.hpp"
 #include "trace/pickle.hpp"
 #include "trace/pointer_map.hpp"
 #include "trace/snapshot_options.hpp"
+#include "trace/trace_checks.hpp"
 
 namespace fraglab {
 
@@ -213,6 +215,10 @@ class SnapshotReader {
 
   // The Trace of one device (-1: the only device with data; see TraceReadOptions).
   Trace read(const Value& root, int device_index);
+  // Whether the last read() proved that its events keep validate_trace()'s event rules (sizes,
+  // lifetimes): it tracks each address's allocation anyway, so a second walk over the events
+  // with a table of ids only repeats the work. False when any event might break a rule.
+  bool events_proven() const { return events_proven_; }
   // Devices with trace entries or segments, in increasing order (checks the top-level layout).
   const std::set<std::uint64_t>& devices_with_data(const Value& root) {
     index(root);
@@ -254,12 +260,13 @@ class SnapshotReader {
     if (!v) fail(where, fmt::format("missing key '{}'", layout.name(key)));
     return *v;
   }
-  std::uint64_t as_u64(const Value& v, std::string_view key, const Loc& where) const {
+  // Inline (several per trace entry); the messages are out of line.
+  [[gnu::always_inline]] std::uint64_t as_u64(const Value& v, std::string_view key, const Loc& where) const {
     if (v.kind == Kind::Int && v.integer >= 0) return static_cast<std::uint64_t>(v.integer);
     if (v.kind == Kind::UInt) return v.unsigned_integer;
     fail_type(where, key, "a non-negative int", v);
   }
-  std::int64_t as_i64(const Value& v, std::string_view key, const Loc& where) const {
+  [[gnu::always_inline]] std::int64_t as_i64(const Value& v, std::string_view key, const Loc& where) const {
     if (v.kind == Kind::Int) return v.integer;
     fail_type(where, key, "an int within 64 bits", v);
   }
@@ -332,6 +339,19 @@ class SnapshotReader {
   detail::AddressTable addresses_;          // allocation lifetimes while walking the trace forward
   std::vector<InitialAllocation> initial_;  // discovery order; ids assigned later
   std::uint64_t trace_allocs_ = 0;
+  bool events_proven_ = true;
+  // Actions by the text of their name (a view into the input): writers memoize the action strings,
+  // so an entry's action is nearly always the very text an earlier entry had (the same view, so
+  // the same bytes), found by two compares instead of a decode of the name.
+  struct ActionMemo {
+    const char* text = nullptr;
+    std::uint32_t length = 0;
+    Action action = Action::Skipped;
+  };
+  std::array<ActionMemo, 16> action_memo_{};
+  [[gnu::always_inline]] inline Action action_of(const Value& name, bool& known);
+  [[gnu::always_inline]] inline const Value& need_entry_field(const Value& e, EntryField key, std::size_t i,
+                                                              const Value& action) const;
 };
 
 std::string file_stem(std::string_view origin) {
@@ -428,6 +448,7 @@ void SnapshotReader::reset_device() {
   frame_cache_.clear();
   stack_cache_.clear();
   trace_allocs_ = 0;
+  events_proven_ = true;
 }
 
 void SnapshotReader::choose_device(int device_index) {
@@ -535,6 +556,31 @@ void SnapshotReader::collect_segments() {
   return Action::Skipped;
 }
 
+// An action by its name; the name's text is remembered (action_memo_) once it was decoded.
+inline Action SnapshotReader::action_of(const Value& name, bool& known) {
+  const auto slot =
+      static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(name.text) * 0x9E3779B97F4A7C15ull) >> (64 - 4));
+  ActionMemo& m = action_memo_[slot];
+  if (m.text == name.text && m.length == name.length) [[likely]] {
+    known = true;
+    return m.action;
+  }
+  const Action action = action_from_name(name.str(), known);
+  if (known) m = ActionMemo{name.text, name.length, action};
+  return action;
+}
+
+// A key of the entry last passed to entry_layout_.look_at() that its action needs. Inline, with
+// the message out of line (as a lambda with the fmt::format call it stayed an out-of-line call
+// per field, ~20 instructions an entry in callgrind).
+inline const Value& SnapshotReader::need_entry_field(const Value& e, EntryField key, std::size_t i,
+                                                     const Value& action) const {
+  const Value* v = entry_layout_.get(e, key);
+  if (!v) [[unlikely]]
+    fail_missing_entry_key(i, action.str(), key);
+  return *v;
+}
+
 // The fields come from where the last entry kept them (DictLayout), not a lookup per field, and
 // only those the action needs are looked at.
 inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
@@ -546,21 +592,14 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   if (!action->is_str()) fail_type(where, "action", "a str", *action);
   Entry out;
   bool known = false;
-  out.action = action_from_name(action->str(), known);
+  out.action = action_of(*action, known);
   if (!known)
     fail_entry(i, fmt::format("unknown action '{}' (expected alloc, free_requested, "
                               "free_completed, segment_alloc, segment_free, segment_map, "
                               "segment_unmap, oom, snapshot, user_defined or annotate)",
                               action->str().substr(0, 40)));
   if (out.action == Action::Skipped) return out;
-  // Inline, with the message out of line: as a lambda holding the fmt::format call it stayed an
-  // out-of-line call per field (~20 instructions an entry in callgrind).
-  auto need = [&](EntryField key) __attribute__((always_inline))->const Value& {
-    const Value* v = entry_layout_.get(e, key);
-    if (!v) [[unlikely]]
-      fail_missing_entry_key(i, action->str(), key);
-    return *v;
-  };
+  auto need = [&](EntryField key) -> const Value& { return need_entry_field(e, key, i, *action); };
   if (out.action == Action::Oom) {
     out.addr = as_u64(need(kDeviceFree), "device_free", where);
     if (const Value* stream = entry_layout_.get(e, kStream)) out.stream = as_u64(*stream, "stream", where);
@@ -601,6 +640,11 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
   };
   Entry lookahead;  // entries[i] when has_lookahead: decoded while checking for a pair
   bool has_lookahead = false;
+  // validate_trace()'s event rules, as each event is made (events_proven()): the sizes, and the
+  // lifetimes, which follow each address's slot. An alloc's id is new (never live before); a
+  // free's id is its address's live allocation, or a new initial one (discover()); the slot's
+  // free_requested is that id's state in validate_trace()'s table.
+  bool proven = true;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const Entry e = has_lookahead ? lookahead : decode_entry(entries[i], i);
     has_lookahead = false;
@@ -618,7 +662,9 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
                                     "free_completed first)",
                                     e.addr));
         slot.live = true;
+        slot.free_requested = false;
         slot.ref = ++trace_allocs_;
+        proven &= e.size != 0 && e.size < detail::kImpossibleSize;
         ev.op = Op::Alloc;
         ev.stream = e.stream;
         ev.id = slot.ref;
@@ -636,8 +682,10 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         const bool joined = has_lookahead && lookahead.action == Action::FreeCompleted && lookahead.addr == e.addr;
         if (!slot.live) {  // allocated before the trace started
           slot.live = true;
+          slot.free_requested = false;
           slot.ref = discover(e, false);
         }
+        proven &= !slot.free_requested;  // a free (or free_requested) of one already requested
         ev.id = slot.ref;
         if (joined) {
           ev.op = Op::Free;
@@ -646,6 +694,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
           has_lookahead = false;
         } else {
           ev.op = Op::FreeRequested;  // live until its free_completed
+          slot.free_requested = true;
         }
         break;
       }
@@ -653,6 +702,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         detail::AddressTable::Slot& slot = addresses_.get(e.addr);
         ev.op = Op::FreeCompleted;
         if (slot.live) {
+          proven &= slot.free_requested;  // else its free was never requested
           ev.id = slot.ref;
           slot.live = false;
         } else {
@@ -673,8 +723,10 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
         ev.stream = e.stream;
         ev.has_addr = true;
         segment_entries_.emplace_back(i, e);
+        proven &= e.size < detail::kImpossibleSize;
         break;
       case Action::Oom:
+        proven &= e.size < detail::kImpossibleSize;
         ev.op = Op::Oom;
         ev.size = e.size;
         ev.stream = e.stream;
@@ -685,6 +737,7 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
     if (interner_)
       trace.event_stacks.push_back(e.frames ? read_stack(*e.frames, Loc{Loc::EntryFrames, device_, i}) : kNoString);
   }
+  events_proven_ = proven;
 }
 
 // Snapshot blocks still active at dump time whose address holds no allocation made in the trace
@@ -1075,6 +1128,15 @@ std::uint32_t SnapshotReader::read_stack(const Value& frames, const Loc& where) 
   return stack;
 }
 
+// validate_trace(), without the walk over the events when the reader proved it would find nothing
+// there (SnapshotReader::events_proven): the same result and the same message either way.
+void check_read(const SnapshotReader& reader, const Trace& trace, std::string_view origin) {
+  if (reader.events_proven())
+    detail::validate_trace_except_events(trace, origin);
+  else
+    validate_trace(trace, origin);
+}
+
 }  // namespace
 
 // Stack frames are most of every snapshot and nothing reads them unless asked for (§11.5,
@@ -1090,8 +1152,9 @@ std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
                      const pickle::PickleOptions& pickle_options) {
   pickle::PickleDocument doc(bytes, origin, pickle_options);
-  Trace trace = SnapshotReader(origin, bytes.size(), options.frames).read(doc.root(), options.device_index);
-  validate_trace(trace, origin);
+  SnapshotReader reader(origin, bytes.size(), options.frames);
+  Trace trace = reader.read(doc.root(), options.device_index);
+  check_read(reader, trace, origin);
   return trace;
 }
 
@@ -1103,7 +1166,7 @@ std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes
   for (std::uint64_t device : reader.devices_with_data(doc.root())) {
     const int index = static_cast<int>(device);  // at most kMaxDevice (index())
     Trace trace = reader.read(doc.root(), index);
-    validate_trace(trace, origin);
+    check_read(reader, trace, origin);
     traces.emplace_back(index, std::move(trace));
   }
   return traces;

@@ -8,6 +8,7 @@
 #include <array>
 #include "trace/live_allocations.hpp"
 #include "trace/summary_builder.hpp"
+#include "trace/trace_checks.hpp"
 
 namespace fraglab {
 
@@ -130,10 +131,8 @@ void validate_frames(const Trace& trace, std::string_view origin) {
     check_stack(trace.initial.allocations[i].stack, "initial allocation", i);
 }
 
-}  // namespace
-
-void validate_trace(const Trace& trace, std::string_view origin) {
-  detail::LiveAllocations live;
+// The start state's rules; fills `live` with the initial allocations.
+void validate_start(const Trace& trace, std::string_view origin, detail::LiveAllocations& live) {
   for (std::size_t i = 0; i < trace.initial.segments.size(); ++i) {
     if (trace.initial.segments[i].size >= detail::kImpossibleSize)
       throw InputError(fmt::format("{}: initial segment {}: impossible size {} (expected < 2^60)", origin, i,
@@ -148,6 +147,13 @@ void validate_trace(const Trace& trace, std::string_view origin) {
       throw InputError(
           fmt::format("{}: initial allocation {}: id {} is already live (expected unique ids)", origin, i, a.id));
   }
+}
+
+}  // namespace
+
+void validate_trace(const Trace& trace, std::string_view origin) {
+  detail::LiveAllocations live;
+  validate_start(trace, origin, live);
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];
     if (e.tag != kNoString) check_string(trace, e.tag, origin, i, e.op, "tag");
@@ -175,5 +181,15 @@ void validate_trace(const Trace& trace, std::string_view origin) {
   }
   validate_frames(trace, origin);
 }
+
+namespace detail {
+
+void validate_trace_except_events(const Trace& trace, std::string_view origin) {
+  detail::LiveAllocations live;
+  validate_start(trace, origin, live);
+  validate_frames(trace, origin);
+}
+
+}  // namespace detail
 
 }  // namespace fraglab
