@@ -51,6 +51,7 @@ struct Metrics {
   // before an unmap). stall_time_s <= device_time_s.
   double device_time_s = 0;
   double stall_time_s = 0;
+  Bytes host_bytes_moved = 0;  // device→host plus host→device bytes (Policy::host_bytes_moved)
 };
 
 struct OomRecord {

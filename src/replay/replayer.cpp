@@ -339,6 +339,7 @@ ReplayResult Replayer::finish() {
   m.num_device_free = device_.device_frees() - device_frees_at_start_;
   m.device_time_s = device_.time().device_us / 1e6;
   m.stall_time_s = device_.time().stall_us / 1e6;
+  m.host_bytes_moved = policy_.host_bytes_moved();
   result.detailed_stats = policy_.detailed_stats();
   result.notes = policy_.notes();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_->started).count();
