@@ -96,7 +96,10 @@ class GeminiPolicy final : public Policy {
       chunk_size = search_->chunk_size;
     }
     store_.emplace(device_, chunk_size, options_.placement.may_offload());
-    placement_.emplace(options_.placement, device_, *store_);
+    // The default placement (static, nothing offloaded) never moves a chunk: no manager, so its
+    // replay makes exactly the calls it made before placement was modelled.
+    placement_.reset();
+    if (options_.placement.may_offload()) placement_.emplace(options_.placement, device_, *store_);
     if (options_.placement.placement == Placement::Static && options_.placement.offload_optim_frac > 0) {
       const ParameterSizes opt = parameter_sizes(trace, requests, tag_of[static_cast<std::size_t>(TagClass::Opt)]);
       placement_->set_host_opt_chunks(host_chunk_count(opt.sizes, chunk_size, options_.placement.offload_optim_frac));
@@ -119,7 +122,7 @@ class GeminiPolicy final : public Policy {
     const std::size_t k = next_request_++;
     if (!store_ || k >= request_class_.size() || request_class_[k] == kToInner) return allocate_inner(size, stream);
     const auto cls = static_cast<TagClass>(request_class_[k]);
-    if (!placement_->before_pack(cls, size)) {
+    if (placement_ && !placement_->before_pack(cls, size)) {
       ++counters_.num_ooms;
       last_oom_from_inner_ = false;
       last_oom_ = placement_->failure();
@@ -141,7 +144,7 @@ class GeminiPolicy final : public Policy {
           "reserved, {} of them in chunks",
           store_->new_chunk_bytes(size), size, tag_class_name(cls), store_->chunk_size(), device_.reserved(),
           device_.capacity(), store_->bytes_on_device());
-    } else {
+    } else if (placement_) {
       placement_->after_pack(cls, *block);
     }
     return block;
