@@ -155,6 +155,13 @@ class Policy {
   virtual void mark(std::string_view /*label*/, std::string_view /*value*/) {}
 
   virtual PolicyCounters counters() const = 0;
+  // Bytes moved between the device and host memory (both ways) by a policy that offloads
+  // (gemini); 0 for the others.
+  virtual Bytes host_bytes_moved() const { return 0; }
+  // True when the memory at `addr` holds live blocks whose data the policy moved to host memory
+  // (gemini's offloaded chunks): their device pages are unmapped on purpose, and the invariant
+  // checker does not count that unmap against the live blocks there.
+  virtual bool on_host(Addr /*addr*/) const { return false; }
   // Policy-specific statistics in a stable order, e.g. PyTorch's memory_stats() keys.
   virtual std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const { return {}; }
   virtual std::vector<SegmentView> segments() const { return {}; }

@@ -55,6 +55,7 @@ struct Metrics {
   // the start to the end of the replay, measured (Device::measured_seconds). Absent on sim; not
   // deterministic.
   std::optional<double> measured_device_time_s;
+  Bytes host_bytes_moved = 0;  // device→host plus host→device bytes (Policy::host_bytes_moved)
 };
 
 struct OomRecord {

@@ -19,18 +19,33 @@ const char* tag_class_name(TagClass c) {
   return "?";
 }
 
+std::uint32_t ChunkStore::target(TagClass cls, Bytes size) const {
+  const std::uint32_t open = open_[static_cast<std::size_t>(cls)];
+  if (open != kNone && size <= chunks_[open].size - chunks_[open].used) return open;
+  return kNewChunk;
+}
+
+Bytes ChunkStore::demand(TagClass cls, Bytes size) const {
+  const std::uint32_t at = target(cls, size);
+  if (at != kNewChunk) return chunks_[at].on_host ? chunks_[at].size : 0;
+  const Bytes bytes = new_chunk_bytes(size);
+  return cached_.lower_bound({bytes, 0}) != cached_.end() ? 0 : bytes;
+}
+
 std::optional<Block> ChunkStore::pack(TagClass cls, Bytes size, StreamId stream) {
   std::uint32_t& open = open_[static_cast<std::size_t>(cls)];
   if (open != kNone && size > chunks_[open].size - chunks_[open].used) {
     close(open);
     open = kNone;
   }
+  if (open != kNone && chunks_[open].on_host && !fetch(open)) return std::nullopt;
   if (open == kNone) {
     std::optional<std::uint32_t> fresh = acquire(new_chunk_bytes(size));
     if (!fresh) return std::nullopt;
     open = *fresh;
     chunks_[open].cls = cls;
     chunks_[open].state = State::Open;
+    ++opened_[static_cast<std::size_t>(cls)];
     if (size > chunk_size_) ++dedicated_chunks_;
   }
   Chunk& chunk = chunks_[open];
@@ -50,6 +65,13 @@ bool ChunkStore::owns(Addr addr) const {
   return addr < it->first + chunks_[it->second].size;
 }
 
+bool ChunkStore::on_host_at(Addr addr) const {
+  auto it = by_address_.upper_bound(addr);
+  if (it == by_address_.begin()) return false;
+  --it;
+  return addr < it->first + chunks_[it->second].size && chunks_[it->second].on_host;
+}
+
 void ChunkStore::release(const Block& block) {
   const auto index = static_cast<std::uint32_t>(block.cookie >> 32);
   Chunk& chunk = chunks_[index];
@@ -57,33 +79,85 @@ void ChunkStore::release(const Block& block) {
   --chunk.live;
   tensor_bytes_ -= block.size;
   if (chunk.live > 0) return;
-  if (chunk.state == State::Open) {
+  if (chunk.on_host) {
+    // Nothing left to move back: the chunk's range is given back (see chunk_store.hpp).
+    if (chunk.state == State::Open) open_[static_cast<std::size_t>(chunk.cls)] = kNone;
+    release_chunk(index);
+  } else if (chunk.state == State::Open) {
     reset(chunk);  // still the class's open chunk: fill it again from the start
   } else if (chunk.state == State::Closed) {
     cache(index);
   }
 }
 
-std::uint64_t ChunkStore::release_empty_chunks() {
+std::uint64_t ChunkStore::release_empty_chunks(bool open_too) {
   std::uint64_t released = 0;
   for (auto it = by_address_.begin(); it != by_address_.end();) {
     Chunk& chunk = chunks_[it->second];
-    const bool empty_open = chunk.state == State::Open && chunk.live == 0;
+    const bool empty_open = open_too && chunk.state == State::Open && chunk.live == 0;
     if (chunk.state != State::Cached && !empty_open) {
       ++it;
       continue;
     }
     if (empty_open) open_[static_cast<std::size_t>(chunk.cls)] = kNone;
-    if (chunk.state == State::Cached) cached_.erase({chunk.size, chunk.addr});
-    device_.free(chunk.addr);
-    chunk_bytes_ -= chunk.size;
-    reset(chunk);
-    chunk.state = State::Released;
-    released_entries_.push_back(it->second);
-    it = by_address_.erase(it);
+    const std::uint32_t index = it->second;
+    ++it;
+    release_chunk(index);
     ++released;
   }
   return released;
+}
+
+void ChunkStore::release_chunk(std::uint32_t index) {
+  Chunk& chunk = chunks_[index];
+  if (chunk.state == State::Cached) cached_.erase({chunk.size, chunk.addr});
+  if (!offload_) {
+    device_.free(chunk.addr);
+  } else {
+    if (!chunk.on_host) device_.unmap(chunk.addr, footprint(chunk.size));
+    device_.release_range(chunk.addr);
+  }
+  (chunk.on_host ? host_bytes_ : chunk_bytes_) -= chunk.size;
+  by_address_.erase(chunk.addr);
+  reset(chunk);
+  chunk.on_host = false;
+  chunk.state = State::Released;
+  released_entries_.push_back(index);
+}
+
+Bytes ChunkStore::footprint(Bytes size) const { return offload_ ? kit::align_up(size, device_.granularity()) : size; }
+
+std::vector<std::uint32_t> ChunkStore::movable(std::uint32_t keep) const {
+  std::vector<std::uint32_t> out;
+  for (const auto& [addr, index] : by_address_) {
+    const Chunk& c = chunks_[index];
+    if (index != keep && !c.on_host && c.live > 0 && (c.state == State::Open || c.state == State::Closed))
+      out.push_back(index);
+  }
+  return out;
+}
+
+void ChunkStore::evict(std::uint32_t index) {
+  Chunk& chunk = chunks_[index];
+  device_.unmap(chunk.addr, footprint(chunk.size));
+  chunk.on_host = true;
+  chunk_bytes_ -= chunk.size;
+  host_bytes_ += chunk.size;
+  host_bytes_peak_ = std::max(host_bytes_peak_, host_bytes_);
+  to_host_ += chunk.size;
+  ++evictions_;
+}
+
+bool ChunkStore::fetch(std::uint32_t index) {
+  Chunk& chunk = chunks_[index];
+  if (!device_.map(chunk.addr, footprint(chunk.size))) return false;
+  chunk.on_host = false;
+  host_bytes_ -= chunk.size;
+  chunk_bytes_ += chunk.size;
+  chunk_bytes_peak_ = std::max(chunk_bytes_peak_, chunk_bytes_);
+  to_device_ += chunk.size;
+  ++fetches_;
+  return true;
 }
 
 std::optional<std::uint32_t> ChunkStore::acquire(Bytes size) {
@@ -94,7 +168,15 @@ std::optional<std::uint32_t> ChunkStore::acquire(Bytes size) {
     ++chunk_reuses_;
     return index;
   }
-  std::optional<Addr> addr = device_.malloc(size);
+  std::optional<Addr> addr;
+  if (!offload_) {
+    addr = device_.malloc(size);
+  } else if ((addr = device_.reserve_range(footprint(size)))) {
+    if (!device_.map(*addr, footprint(size))) {
+      device_.release_range(*addr);
+      addr.reset();
+    }
+  }
   if (!addr) return std::nullopt;
   std::uint32_t index = 0;
   if (!released_entries_.empty()) {
@@ -135,7 +217,7 @@ void ChunkStore::reset(Chunk& chunk) {
 
 std::vector<std::pair<std::string, std::int64_t>> ChunkStore::stats() const {
   auto i64 = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
-  return {
+  std::vector<std::pair<std::string, std::int64_t>> out{
       {"chunk_size_bytes", i64(chunk_size_)},
       {"chunks", i64(by_address_.size())},
       {"chunks_cached", i64(cached_.size())},
@@ -147,6 +229,18 @@ std::vector<std::pair<std::string, std::int64_t>> ChunkStore::stats() const {
       {"chunk_reuses", i64(chunk_reuses_)},
       {"dedicated_chunks", i64(dedicated_chunks_)},
   };
+  if (offload_) {
+    // Only where chunks may move, so the keys of the default placement stay as they were.
+    out.insert(out.end(), {
+                              {"chunk_host_bytes", i64(host_bytes_)},
+                              {"chunk_host_bytes_peak", i64(host_bytes_peak_)},
+                              {"chunk_evictions", i64(evictions_)},
+                              {"chunk_fetches", i64(fetches_)},
+                              {"device_to_host_bytes", i64(to_host_)},
+                              {"host_to_device_bytes", i64(to_device_)},
+                          });
+  }
+  return out;
 }
 
 std::vector<SegmentView> ChunkStore::segments() const {
@@ -154,9 +248,10 @@ std::vector<SegmentView> ChunkStore::segments() const {
   out.reserve(by_address_.size());
   for (const auto& [addr, index] : by_address_) {
     const Chunk& chunk = chunks_[index];
+    if (chunk.on_host) continue;  // no device memory
     const std::string pool = chunk.state == State::Cached ? std::string("gemini_cached")
                                                           : std::string("gemini_") + tag_class_name(chunk.cls);
-    SegmentView view{addr, chunk.size, 0, pool, false, {}};
+    SegmentView view{addr, footprint(chunk.size), 0, pool, false, {}};
     Addr at = addr;  // end of the last piece listed
     for (const Tensor& t : chunk.tensors) {
       if (!t.live) continue;
@@ -164,20 +259,22 @@ std::vector<SegmentView> ChunkStore::segments() const {
       view.blocks.push_back({t.addr, t.size, true});
       at = t.addr + t.size;
     }
-    if (at < addr + chunk.size) view.blocks.push_back({at, addr + chunk.size - at, false});
+    if (at < addr + view.size) view.blocks.push_back({at, addr + view.size - at, false});
     out.push_back(std::move(view));
   }
   return out;
 }
 
 void ChunkStore::audit(kit::AuditLog& log) const {
-  Bytes chunk_bytes = 0, tensor_bytes = 0;
+  Bytes chunk_bytes = 0, host_bytes = 0, tensor_bytes = 0;
   std::size_t on_device = 0, cached = 0;
   for (std::uint32_t i = 0; i < chunks_.size(); ++i) {
     const Chunk& c = chunks_[i];
     if (c.state == State::Released) continue;
     ++on_device;
-    chunk_bytes += c.size;
+    (c.on_host ? host_bytes : chunk_bytes) += c.size;
+    log.require(!c.on_host || (offload_ && c.live > 0 && (c.state == State::Open || c.state == State::Closed)),
+                [&] { return fmt::format("chunk 0x{:x} on the host is empty, cached or not offloadable", c.addr); });
     const auto at = by_address_.find(c.addr);
     log.require(at != by_address_.end() && at->second == i && c.used <= c.size,
                 [&] { return fmt::format("chunk 0x{:x} unindexed or overfilled", c.addr); });
@@ -200,7 +297,7 @@ void ChunkStore::audit(kit::AuditLog& log) const {
                 [&] { return fmt::format("open chunk of class {} is not open", k); });
   }
   log.require(on_device == by_address_.size() && cached == cached_.size() && chunk_bytes == chunk_bytes_ &&
-                  tensor_bytes == tensor_bytes_,
+                  host_bytes == host_bytes_ && tensor_bytes == tensor_bytes_,
               [&] {
                 return fmt::format("counters disagree with the chunks ({} vs {} bytes on device)", chunk_bytes_,
                                    chunk_bytes);

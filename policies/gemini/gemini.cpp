@@ -17,8 +17,13 @@
 //    and the inner policy tries once more.
 //  - empty_cache frees the chunks without live tensors and empties the inner policy's cache.
 //
-// Simplified: no CPU offload, eviction or placement policy (every chunk stays on the GPU: the
-// trace already is what one rank allocates); no sharding of chunks across ranks; the search works
+// Placement (placement.hpp/.cpp here, after colossalai/zero/gemini/placement_policy.py and
+// gemini_mgr.py): where chunks live, device or host. `static` with offload_optim_frac 0 (GeminiPlugin's
+// default) keeps every chunk on the device, as before; offloaded optimizer chunks and `auto`'s
+// eviction move chunks to the host and back (host bytes moved: device_to_host_bytes +
+// host_to_device_bytes, Policy::host_bytes_moved()).
+//
+// Simplified: no sharding of chunks across ranks (the trace already is what one rank allocates); the search works
 // in bytes and skips the LCM-of-DP-degrees rounding; chunks of every class share one size in
 // bytes; chunks whose tensors are all freed are recycled (Gemini's chunks live as long as the
 // model, a trace's tagged tensors need not).
@@ -39,6 +44,7 @@
 #include "gemini/chunk_search.hpp"
 #include "gemini/chunk_store.hpp"
 #include "gemini/options.hpp"
+#include "gemini/placement.hpp"
 
 namespace fraglab::gemini {
 namespace {
@@ -89,7 +95,15 @@ class GeminiPolicy final : public Policy {
       search_ = search_chunk_size(parameters_.sizes, options_.search);
       chunk_size = search_->chunk_size;
     }
-    store_.emplace(device_, chunk_size);
+    store_.emplace(device_, chunk_size, options_.placement.may_offload());
+    // The default placement (static, nothing offloaded) never moves a chunk: no manager, so its
+    // replay makes exactly the calls it made before placement was modelled.
+    placement_.reset();
+    if (options_.placement.may_offload()) placement_.emplace(options_.placement, device_, *store_);
+    if (options_.placement.placement == Placement::Static && options_.placement.offload_optim_frac > 0) {
+      const ParameterSizes opt = parameter_sizes(trace, requests, tag_of[static_cast<std::size_t>(TagClass::Opt)]);
+      placement_->set_host_opt_chunks(host_chunk_count(opt.sizes, chunk_size, options_.placement.offload_optim_frac));
+    }
     next_request_ = 0;
     build_inner_trace(trace);
     inner_->prepare(inner_trace_);
@@ -108,6 +122,12 @@ class GeminiPolicy final : public Policy {
     const std::size_t k = next_request_++;
     if (!store_ || k >= request_class_.size() || request_class_[k] == kToInner) return allocate_inner(size, stream);
     const auto cls = static_cast<TagClass>(request_class_[k]);
+    if (placement_ && !placement_->before_pack(cls, size)) {
+      ++counters_.num_ooms;
+      last_oom_from_inner_ = false;
+      last_oom_ = placement_->failure();
+      return std::nullopt;
+    }
     std::optional<Block> block = store_->pack(cls, size, stream);
     if (!block) {
       ++counters_.num_alloc_retries;
@@ -124,6 +144,8 @@ class GeminiPolicy final : public Policy {
           "reserved, {} of them in chunks",
           store_->new_chunk_bytes(size), size, tag_class_name(cls), store_->chunk_size(), device_.reserved(),
           device_.capacity(), store_->bytes_on_device());
+    } else if (placement_) {
+      placement_->after_pack(cls, *block);
     }
     return block;
   }
@@ -149,7 +171,14 @@ class GeminiPolicy final : public Policy {
     inner_->empty_cache();
   }
 
-  void mark(std::string_view label, std::string_view value) override { inner_->mark(label, value); }
+  void mark(std::string_view label, std::string_view value) override {
+    if (placement_) placement_->mark(label);
+    inner_->mark(label, value);
+  }
+
+  bool on_host(Addr addr) const override { return store_ && store_->on_host_at(addr); }
+
+  Bytes host_bytes_moved() const override { return store_ ? store_->to_host_bytes() + store_->to_device_bytes() : 0; }
 
   PolicyCounters counters() const override {
     const PolicyCounters inner = inner_->counters();
@@ -184,6 +213,9 @@ class GeminiPolicy final : public Policy {
     }
     if (store_) {
       for (auto& stat : store_->stats()) out.push_back(std::move(stat));
+    }
+    if (placement_) {
+      for (auto& stat : placement_->stats()) out.push_back(std::move(stat));
     }
     out.emplace_back("gemini_alloc_retries", i64(counters_.num_alloc_retries));
     out.emplace_back("gemini_ooms", i64(counters_.num_ooms));
@@ -223,6 +255,10 @@ class GeminiPolicy final : public Policy {
       out.push_back(
           fmt::format("gemini: chunk size {} bytes, fixed by chunk_size_mb (no search)", store_->chunk_size()));
     }
+    if (!options_.placement_note.empty()) out.push_back(options_.placement_note);
+    if (placement_) {
+      for (std::string& note : placement_->notes()) out.push_back(std::move(note));
+    }
     for (const std::string& note : inner_->notes()) out.push_back("inner: " + note);
     return out;
   }
@@ -231,6 +267,11 @@ class GeminiPolicy final : public Policy {
   bool owned(const Block& block) const { return store_ && store_->owns(block.addr); }
 
   std::optional<Block> allocate_inner(Bytes size, StreamId stream) {
+    std::optional<Block> block = allocate_inner_once(size, stream);
+    if (block && placement_) placement_->sample();
+    return block;
+  }
+  std::optional<Block> allocate_inner_once(Bytes size, StreamId stream) {
     std::optional<Block> block = inner_->allocate(size, stream);
     if (!block && store_ && store_->release_empty_chunks() > 0) {
       // The inner policy flushed its own cache already; what gemini caches may be enough. The
@@ -279,6 +320,7 @@ class GeminiPolicy final : public Policy {
   std::vector<std::uint8_t> request_class_;  // per planned request: a TagClass, or kToInner
   std::size_t next_request_ = 0;
   std::optional<ChunkStore> store_;
+  std::optional<PlacementManager> placement_;  // refers to store_
   ParameterSizes parameters_;
   std::optional<SearchResult> search_;
   PolicyCounters counters_;               // gemini's own flushes and out-of-memory results
@@ -295,8 +337,13 @@ const PolicyRegistration registration{PolicyInfo{
     "(least unused bytes over the first step's resident param tensors, mean+3σ filter, min chunk size, search range "
     "and interval), tensors appended in allocation order to the open chunk of their tag class, a tensor that does "
     "not fit closes it, a larger-than-chunk tensor gets a chunk of its own size. Needs a tagged trace (fraglab gen). "
+    "Placement (placement_policy.py, gemini_mgr.py): static keeps chunks on the device except the offloaded "
+    "optimizer chunks (offload_optim_frac); auto keeps optimizer chunks on the host and, before each packed tensor, "
+    "moves chunks to the host (furthest next use in the warm-up step first) while model data exceeds capacity x "
+    "steady_cuda_cap_ratio minus the warm-up's non-model peak of that op. "
     "Simplified: bytes instead of elements (defaults doubled, as for fp16 params), no LCM rounding, one chunk size "
-    "for all classes, no CPU offload/eviction/sharding; ours: chunks whose tensors are all freed are recycled.",
+    "for all classes, no sharding, an op is one packed tensor; ours: chunks whose tensors are all freed are "
+    "recycled.",
     {
         {"inner", "pytorch",
          "policy for untagged requests; bracket a spec with options: [pytorch:expandable_segments:True]"},
@@ -306,6 +353,15 @@ const PolicyRegistration registration{PolicyInfo{
          "step between candidate chunk sizes in bytes (Gemini hidden_dim, default 1024 elements)"},
         {"min_chunk_size_mb", "64", "smallest chunk; all params below it stay in one chunk (Gemini min_chunk_size_m)"},
         {"filter_exlarge_params", "True", "leave params above mean + 3 sigma out of the search"},
+        {"placement", "static",
+         "where chunks live: static (offload fractions) or auto (evict to the host by the warm-up's memory "
+         "statistics); GeminiPlugin placement_policy"},
+        {"shard_param_frac", "1.0", "static: only 1.0 is modelled (the trace fixes the sharding)"},
+        {"offload_optim_frac", "0.0", "static: fraction of optimizer chunk bytes kept on the host"},
+        {"offload_param_frac", "0.0",
+         "static: ignored unless offload_optim_frac is 1.0 (as in ColossalAI); only 0 is modelled"},
+        {"warmup_non_model_data_ratio", "0.8", "auto: share of device capacity left to non-model data in warm-up"},
+        {"steady_cuda_cap_ratio", "0.9", "auto: share of device capacity Gemini plans with after the warm-up"},
     },
     [](std::string_view options, Device& device) -> std::unique_ptr<Policy> {
       return std::make_unique<GeminiPolicy>(parse_options(options), device);

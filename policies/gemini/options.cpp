@@ -59,6 +59,50 @@ Options parse_options(std::string_view text) {
                           return bytes;
                         });
   options.search.filter_exlarge_params = reader.flag("filter_exlarge_params");
+  options.placement.placement =
+      reader.choice("placement", {"static", "auto"}) == 0 ? Placement::Static : Placement::Auto;
+  const auto fraction = [&](std::string_view key, bool open_interval) {
+    return reader.get<double>(
+        key, open_interval ? "a number between 0 and 1, both excluded (e.g. 0.9)" : "a number from 0 to 1 (e.g. 0.5)",
+        [open_interval](std::string_view v) -> std::optional<double> {
+          const std::optional<double> x = kit::parse_number(v);
+          if (!x || *x < 0 || *x > 1 || (open_interval && (*x == 0 || *x == 1))) return std::nullopt;
+          return x;
+        });
+  };
+  // shard_param_frac < 1 keeps chunks gathered on every rank: that changes what the rank
+  // allocates, which the trace (one rank's sharded run) fixes; only GeminiPlugin's 1.0 is modelled.
+  reader.get<double>("shard_param_frac", "1.0 (the trace's sharding is fixed by the run that made it)",
+                     [](std::string_view v) -> std::optional<double> {
+                       const std::optional<double> x = kit::parse_number(v);
+                       if (!x || *x != 1.0) return std::nullopt;
+                       return x;
+                     });
+  options.placement.offload_optim_frac = fraction("offload_optim_frac", false);
+  options.placement.offload_param_frac = fraction("offload_param_frac", false);
+  // Auto placement asserts 0 < ratio < 1 (placement_policy.py, set_warmup_non_model_data_ratio).
+  options.placement.warmup_non_model_data_ratio = fraction("warmup_non_model_data_ratio", true);
+  options.placement.steady_cuda_cap_ratio = fraction("steady_cuda_cap_ratio", true);
+  const bool is_static = options.placement.placement == Placement::Static;
+  if (!is_static && (reader.given("offload_optim_frac") || reader.given("offload_param_frac"))) {
+    options.placement_note =
+        "gemini: offload_optim_frac / offload_param_frac are static placement's; ignored under auto";
+    options.placement.offload_optim_frac = 0;
+    options.placement.offload_param_frac = 0;
+  }
+  if (is_static && options.placement.offload_param_frac > 0) {
+    // StaticPlacementPolicy.__init__ warns and sets it to 0 unless offload_optim_frac is 1.0.
+    if (options.placement.offload_optim_frac != 1.0) {
+      options.placement_note =
+          "gemini: offload_param_frac ignored (ColossalAI's StaticPlacementPolicy ignores it unless "
+          "offload_optim_frac is 1.0)";
+      options.placement.offload_param_frac = 0;
+    } else {
+      throw InputError(
+          "gemini: offload_param_frac: only 0 is modelled (offloading parameter chunks after each use is not); use "
+          "placement:auto to move parameter chunks between device and host");
+    }
+  }
   const std::uint64_t candidates = options.search.search_range / options.search.search_interval + 1;
   if (!options.chunk_size && candidates > kMaxCandidates) {
     throw InputError(fmt::format(

@@ -125,6 +125,8 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
   for (const Release& r : pending_releases_) {
     const Live* under = overlapping(r.addr, r.size);
     if (under == nullptr) continue;
+    // A policy that offloads (Policy::on_host) unmaps memory whose blocks now live on the host.
+    if (r.call == DeviceCall::Unmap && policy_ != nullptr && policy_->on_host(r.addr)) continue;
     static constexpr const char* kNames[] = {"malloc", "free", "map", "unmap", "alias map", "alias unmap"};
     violation(fmt::format("device {} of [0x{:x}, +{}) under live block id={} {}", kNames[static_cast<int>(r.call)],
                           r.addr, r.size, under->id, block_text(under->block)));
@@ -148,7 +150,18 @@ void InvariantChecker::on_event(const ReplayPoint& p) {
   if (violation_count_ != violations_before) return;
   const Anatomy a = anatomy_of(*policy_, AnatomyInput{static_cast<std::int64_t>(p.event_index), p.reserved, p.requested,
                                                       p.held, anatomy_.stream()});
-  if (a.other + static_cast<std::int64_t>(flushed_early_bytes_) < 0) {
+  // Blocks whose data a policy moved to the host (Policy::on_host) are held but take no device
+  // memory. Only a policy that moved something has any; only counted when the sum falls short.
+  const auto held_on_host = [&] {
+    Bytes bytes = 0;
+    if (policy_->host_bytes_moved() == 0) return bytes;
+    for (const auto& [addr, live] : by_address_) {
+      if (policy_->on_host(addr)) bytes += live.block.size;
+    }
+    return bytes;
+  };
+  if (a.other + static_cast<std::int64_t>(flushed_early_bytes_) < 0 &&
+      a.other + static_cast<std::int64_t>(flushed_early_bytes_) + static_cast<std::int64_t>(held_on_host()) < 0) {
     violation(
         fmt::format("the held blocks ({} bytes) and the free pieces the policy lists ({} bytes) exceed the {} "
                     "bytes reserved",

@@ -342,6 +342,7 @@ ReplayResult Replayer::finish() {
   m.stall_time_s = device_.time().stall_us / 1e6;
   if (const std::optional<double> measured = device_.measured_seconds(); measured && measured_at_start_)
     m.measured_device_time_s = *measured - *measured_at_start_;
+  m.host_bytes_moved = policy_.host_bytes_moved();
   result.detailed_stats = policy_.detailed_stats();
   result.notes = policy_.notes();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_->started).count();

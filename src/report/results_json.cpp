@@ -20,6 +20,7 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
       {"num_device_free", m.num_device_free},
       {"device_time_s", m.device_time_s},
       {"stall_time_s", m.stall_time_s},
+      {"host_bytes_moved", m.host_bytes_moved},
       {"reserved_at_start_bytes", m.reserved_at_start},
       {"reserved_at_end_bytes", m.reserved_at_end},
       {"allocated_at_peak_reserved_bytes", m.allocated_at_peak_reserved},

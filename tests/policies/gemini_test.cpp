@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "gemini/chunk_search.hpp"
+#include "gemini/placement.hpp"
 #include "policies/rig.hpp"
 
 namespace fraglab::test {
@@ -320,7 +321,8 @@ TEST(Gemini, BadOptionsNameTheKeyAndTheAcceptedValues) {
   const auto message = spec_error;
   EXPECT_EQ(message("gemini:colour:red"),
             "gemini: unknown option 'colour' (accepted: inner, chunk_size_mb, search_range_mb, search_interval, "
-            "min_chunk_size_mb, filter_exlarge_params)");
+            "min_chunk_size_mb, filter_exlarge_params, placement, shard_param_frac, offload_optim_frac, "
+            "offload_param_frac, warmup_non_model_data_ratio, steady_cuda_cap_ratio)");
   EXPECT_EQ(message("gemini:chunk_size_mb:0"),
             "gemini: chunk_size_mb: expected a number of MiB > 0 (e.g. 64 or 0.5), got '0'");
   EXPECT_EQ(message("gemini:search_range_mb:-1"),
@@ -339,6 +341,152 @@ TEST(Gemini, BadOptionsNameTheKeyAndTheAcceptedValues) {
       << message("gemini:inner:[nocache:x:1]");
   EXPECT_EQ(message("gemini:inner:[pytorch:expandable_segments:True],chunk_size_mb:0.5,filter_exlarge_params:False"),
             "(no error)");
+}
+
+// ---- placement (ColossalAI colossalai/zero/gemini/placement_policy.py, gemini_mgr.py) ------------
+
+// Strings of the placement traces: the tags, then the mark labels and values.
+constexpr std::uint32_t kStep = 4;
+constexpr std::uint32_t kPhase = 5;
+constexpr std::uint32_t kOne = 6;
+constexpr std::uint32_t kTwo = 7;
+constexpr std::uint32_t kOptimizer = 8;
+Trace with_marks(std::vector<Event> events) {
+  return make_trace(std::move(events), {"param", "grad", "opt", "act", "step", "phase", "1", "2", "optimizer"});
+}
+
+TEST(GeminiPlacement, StaticOffloadsTheFirstOptimizerChunksUpToTheFraction) {
+  // setup_grads_device: a chunk goes to the CPU while the bytes offloaded before it are below
+  // frac x total. Four 2 MiB chunks (total 8 MiB): 0.5 -> target 4 MiB: chunks 1 (0 < 4) and 2
+  // (2 < 4), not 3 (4 >= 4). 0.25 -> target 2: chunk 1 only. 0.26 -> 2.08: chunks 1 and 2.
+  // 1.0 -> all four; 0 -> none.
+  const std::vector<Bytes> sizes{1536 * KiB, 1536 * KiB, 1536 * KiB, 1536 * KiB};  // one chunk each
+  EXPECT_EQ(gemini::host_chunk_count(sizes, 2 * MiB, 0.5), 2u);
+  EXPECT_EQ(gemini::host_chunk_count(sizes, 2 * MiB, 0.25), 1u);
+  EXPECT_EQ(gemini::host_chunk_count(sizes, 2 * MiB, 0.26), 2u);
+  EXPECT_EQ(gemini::host_chunk_count(sizes, 2 * MiB, 1.0), 4u);
+  EXPECT_EQ(gemini::host_chunk_count(sizes, 2 * MiB, 0.0), 0u);
+  // A larger-than-chunk tensor opens a chunk of its own size: {5 MiB, 1 MiB, 1 MiB} in 2 MiB
+  // chunks -> chunks 5 and 2 MiB (the two 1 MiB share one): 0.5 of 7 = 3.5 -> the 5 MiB one only.
+  EXPECT_EQ(gemini::host_chunk_count({5 * MiB, 1 * MiB, 1 * MiB}, 2 * MiB, 0.5), 1u);
+}
+
+TEST(GeminiPlacement, StaticOffloadOptimFracHalfPutsTheFirstTwoOfFourOptimizerChunksOnTheHost) {
+  // Four 1.5 MiB opt tensors in 2 MiB chunks: one chunk each (A, B, C, D); 0.5 -> A and B on the
+  // host. A closes when the second tensor comes (moved to the host then), B when the third does;
+  // C and D stay. Each chunk is a reserved range with its 2 MiB mapped while on the device.
+  const Trace t = with_marks({tagged_alloc(1, 1536 * KiB, kOpt), tagged_alloc(2, 1536 * KiB, kOpt),
+                              tagged_alloc(3, 1536 * KiB, kOpt), tagged_alloc(4, 1536 * KiB, kOpt)});
+  const PolicyRun run = run_policy("gemini:inner:nocache,chunk_size_mb:2,offload_optim_frac:0.5", t);
+  expect_clean(run);
+  const Addr a = run.addr(0), b = run.addr(1), c = run.addr(2), d = run.addr(3);
+  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{{DeviceCall::Map, a, 2 * MiB},
+                                                      {DeviceCall::Unmap, a, 2 * MiB},
+                                                      {DeviceCall::Map, b, 2 * MiB},
+                                                      {DeviceCall::Unmap, b, 2 * MiB},
+                                                      {DeviceCall::Map, c, 2 * MiB},
+                                                      {DeviceCall::Map, d, 2 * MiB}}));
+  EXPECT_EQ(stat(run.result, "chunk_host_bytes"), static_cast<std::int64_t>(4 * MiB));
+  EXPECT_EQ(stat(run.result, "device_to_host_bytes"), static_cast<std::int64_t>(4 * MiB));
+  EXPECT_EQ(stat(run.result, "host_to_device_bytes"), 0);
+  EXPECT_EQ(run.result.metrics.host_bytes_moved, 4 * MiB);
+  EXPECT_EQ(run.result.metrics.peak_reserved, 4 * MiB);  // never more than two chunks mapped
+  EXPECT_EQ(run.reserved_at_end, 4 * MiB);               // C and D
+}
+
+TEST(GeminiPlacement, AnOffloadedChunkGoesToTheHostAtAMarkAndComesBackForTheNextTensor) {
+  // offload_optim_frac 1.0: opt chunk A (4 MiB) is filled on the device and moved to the host at
+  // the next mark (4 MiB device->host); the next opt tensor is appended to A, which comes back
+  // first (4 MiB host->device) and leaves again at the following mark: 12 MiB moved in all.
+  const Trace t = with_marks({tagged_alloc(1, 1 * MiB, kOpt), mark(kPhase, kOptimizer), tagged_alloc(2, 1 * MiB, kOpt),
+                              mark(kPhase, kOptimizer)});
+  const PolicyRun run = run_policy("gemini:inner:nocache,chunk_size_mb:4,offload_optim_frac:1.0", t);
+  expect_clean(run);
+  EXPECT_EQ(run.addr(2), run.addr(0) + 1 * MiB);  // the same chunk, at the same address
+  EXPECT_EQ(stat(run.result, "device_to_host_bytes"), static_cast<std::int64_t>(8 * MiB));
+  EXPECT_EQ(stat(run.result, "host_to_device_bytes"), static_cast<std::int64_t>(4 * MiB));
+  EXPECT_EQ(stat(run.result, "chunk_fetches"), 1);
+  EXPECT_EQ(run.result.metrics.host_bytes_moved, 12 * MiB);
+  EXPECT_EQ(run.reserved_at_end, 0u);
+}
+
+TEST(GeminiPlacement, AutoEvictsTheChunkWhoseNextUseIsFurthestAfterTheWarmUp) {
+  // 4 MiB chunks, capacity 20 MiB, warm-up ratio 0.2 (model data may use 16 MiB), steady ratio
+  // 0.5 (10 MiB minus the recorded non-model data, here 0: there is no untagged request).
+  //  init:   grad y0 -> chunk Y; param z (4 MiB) -> chunk Z (full).
+  //  step 1 (warm-up): x1 -> new param chunk X (Z closes, keeps z), y1 -> Y, x2 -> X, y2 -> Y;
+  //          12 MiB of chunks <= 16: nothing moves. Compute list: X, Y, X, Y.
+  //  step 2: x1 -> X (on the device, empty): demand 0, avail 10 - 12 = -2 < 0: 2 MiB to free.
+  //          Movable: Y (y0 live) and Z, in address order Y, Z; next use after op 0: Y at op 1,
+  //          Z never (4): Z goes first, and its 4 MiB are enough. Y stays (address order alone
+  //          would have moved Y).
+  const Trace t = with_marks({
+      tagged_alloc(1, 512 * KiB, kGrad),                                                                    // y0
+      tagged_alloc(2, 4 * MiB, kParam),                                                                     // z
+      mark(kStep, kOne), tagged_alloc(3, 1 * MiB, kParam),                                                  // x1
+      tagged_alloc(4, 1 * MiB, kGrad),                                                                      // y1
+      tagged_alloc(5, 512 * KiB, kParam),                                                                   // x2
+      tagged_alloc(6, 512 * KiB, kGrad),                                                                    // y2
+      free_of(3), free_of(4), free_of(5), free_of(6), mark(kStep, kTwo), tagged_alloc(7, 1 * MiB, kParam),  // x1
+      tagged_alloc(8, 1 * MiB, kGrad),                                                                      // y1
+      tagged_alloc(9, 512 * KiB, kParam),                                                                   // x2
+      tagged_alloc(10, 512 * KiB, kGrad),                                                                   // y2
+  });
+  const PolicyRun run = run_policy(
+      "gemini:inner:nocache,chunk_size_mb:4,placement:auto,warmup_non_model_data_ratio:0.2,steady_cuda_cap_ratio:0.5",
+      t, 20 * MiB);
+  expect_clean(run);
+  const Addr y = run.addr(0), z = run.addr(1), x = run.addr(3);
+  ASSERT_LT(y, z);
+  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{{DeviceCall::Map, y, 4 * MiB},
+                                                      {DeviceCall::Map, z, 4 * MiB},
+                                                      {DeviceCall::Map, x, 4 * MiB},
+                                                      {DeviceCall::Unmap, z, 4 * MiB}}));
+  EXPECT_EQ(run.addr(12), x);                           // x1 again at X's start
+  EXPECT_EQ(run.addr(13), y + 512 * KiB + 1536 * KiB);  // Y's fill point: y0, y1, y2 of step 1
+  EXPECT_EQ(stat(run.result, "chunk_evictions"), 1);
+  EXPECT_EQ(stat(run.result, "chunk_host_bytes"), static_cast<std::int64_t>(4 * MiB));
+  EXPECT_EQ(stat(run.result, "warmup_ops"), 4);
+  EXPECT_EQ(run.result.metrics.host_bytes_moved, 4 * MiB);
+  EXPECT_EQ(run.result.metrics.num_ooms, 0u);
+  EXPECT_EQ(run.reserved_at_end, 8 * MiB);
+}
+
+TEST(GeminiPlacement, AutoReportsOutOfMemoryWhenEvictingEverythingIsNotEnough) {
+  // Warm-up ratio 0.9 of 20 MiB leaves 2 MiB to model data: the first 4 MiB chunk cannot be made
+  // room for (nothing to move): Gemini's "Adjust layout failed", an out-of-memory result here.
+  const Trace t = with_marks({tagged_alloc(1, 1 * MiB, kParam)});
+  const PolicyRun run =
+      run_policy("gemini:inner:nocache,chunk_size_mb:4,placement:auto,warmup_non_model_data_ratio:0.9", t, 20 * MiB);
+  EXPECT_EQ(run.result.metrics.num_ooms, 1u);
+  ASSERT_EQ(run.result.ooms.size(), 1u);
+  EXPECT_NE(run.result.ooms[0].message.find("Adjust layout failed! No enough CUDA memory! Need 2097152, freed 0"),
+            std::string::npos)
+      << run.result.ooms[0].message;
+}
+
+TEST(GeminiPlacement, OtherPoliciesMoveNoHostBytesAndTheDefaultPlacementNone) {
+  const Trace t = with_marks({tagged_alloc(1, 1 * MiB, kOpt), mark(kPhase, kOptimizer)});
+  EXPECT_EQ(run_policy("pytorch", t).result.metrics.host_bytes_moved, 0u);
+  const PolicyRun run = run_policy("gemini:inner:nocache,chunk_size_mb:4", t);
+  EXPECT_EQ(run.result.metrics.host_bytes_moved, 0u);
+  EXPECT_EQ(run.calls, (std::vector<DeviceCallRecord>{malloc_at(0, 4 * MiB)}));  // one malloc, as before
+}
+
+TEST(GeminiPlacement, BadPlacementOptionsNameTheKeyAndTheAcceptedValues) {
+  const auto message = spec_error;
+  EXPECT_EQ(message("gemini:placement:cpu"), "gemini: placement: expected static or auto, got 'cpu'");
+  EXPECT_EQ(message("gemini:offload_optim_frac:1.5"),
+            "gemini: offload_optim_frac: expected a number from 0 to 1 (e.g. 0.5), got '1.5'");
+  EXPECT_EQ(message("gemini:steady_cuda_cap_ratio:1"),
+            "gemini: steady_cuda_cap_ratio: expected a number between 0 and 1, both excluded (e.g. 0.9), got '1'");
+  EXPECT_EQ(
+      message("gemini:shard_param_frac:0.5"),
+      "gemini: shard_param_frac: expected 1.0 (the trace's sharding is fixed by the run that made it), got '0.5'");
+  EXPECT_EQ(message("gemini:offload_optim_frac:1.0,offload_param_frac:0.5"),
+            "gemini: offload_param_frac: only 0 is modelled (offloading parameter chunks after each use is not); use "
+            "placement:auto to move parameter chunks between device and host");
+  EXPECT_EQ(message("gemini:placement:auto,warmup_non_model_data_ratio:0.5,steady_cuda_cap_ratio:0.95"), "(no error)");
 }
 
 }  // namespace
