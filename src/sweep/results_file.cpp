@@ -84,6 +84,15 @@ ResultsTable read_results(const std::string& path, std::size_t* partial_tail) {
       table.meta = parse_meta_line(line, at);
       continue;
     }
+    // A maxbatch results file's metadata (maxbatch_shards.cpp) is not a sweep's: its rows read as
+    // rows of a file without sweep metadata; maxbatch --merge reads the line itself.
+    const std::string_view json_text =
+        format == ResultsFormat::Csv && line.starts_with(kCsvMetaPrefix) ? line.substr(kCsvMetaPrefix.size()) : line;
+    if (at_start && (format == ResultsFormat::Jsonl || json_text.size() < line.size()) &&
+        is_maxbatch_meta_line(json_text)) {
+      first = format == ResultsFormat::Csv;  // the header follows
+      continue;
+    }
     if (format == ResultsFormat::Csv) {
       if (!have_keys) {
         table.knob_keys = parse_csv_header(line, at);

@@ -23,5 +23,7 @@ SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_k
 bool is_meta_line(std::string_view json_text);
 SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at);
 inline constexpr std::string_view kCsvMetaPrefix = "# ";
+// The metadata line of a maxbatch results file (maxbatch_shards.cpp), without the CSV "# ".
+inline bool is_maxbatch_meta_line(std::string_view json_text) { return json_text.starts_with("{\"fraglab_maxbatch\""); }
 
 }  // namespace fraglab

@@ -1,0 +1,267 @@
+// Sharded maxbatch runs (include/fraglab/maxbatch_shards.hpp): the metadata line of their results
+// files, the streamed file itself, and the merge that re-runs every spec's search over the rows.
+#include "fraglab/maxbatch_shards.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "results_lines.hpp"
+
+namespace fraglab {
+
+bool MaxbatchMeta::operator==(const MaxbatchMeta& o) const {
+  return shard == o.shard && workload == o.workload && generator == o.generator && first_trace == o.first_trace &&
+         device == o.device && specs == o.specs && grid_policy == o.grid_policy && grid == o.grid &&
+         bounds.min_batch == o.bounds.min_batch && bounds.max_batch == o.bounds.max_batch &&
+         bounds.verify_below == o.bounds.verify_below && bounds.scan_above == o.bounds.scan_above;
+}
+
+std::vector<std::string> maxbatch_specs(const std::vector<std::string>& policies, const SweepGrid& grid) {
+  std::vector<std::string> specs = policies;
+  if (grid.axes.empty()) return specs;
+  const std::uint64_t n = grid_size(grid);
+  for (std::uint64_t i = 0; i < n; ++i) specs.push_back(grid_setting(grid, i).spec);
+  return specs;
+}
+
+std::string maxbatch_meta_line(const MaxbatchMeta& meta) {
+  nlohmann::ordered_json j;
+  j["fraglab_maxbatch"] = 1;
+  j["shard"] = shard_text(meta.shard);
+  j["workload"] = meta.workload;
+  j["generator"] = meta.generator;
+  j["first_trace"] = nlohmann::ordered_json{{"name", meta.first_trace.name},
+                                            {"events", meta.first_trace.events},
+                                            {"request_hash", meta.first_trace.request_hash}};
+  j["device"] = meta.device;
+  j["specs"] = meta.specs;
+  j["grid_policy"] = meta.grid_policy;
+  j["grid"] = meta.grid;
+  j["min_batch"] = meta.bounds.min_batch;
+  j["max_batch"] = meta.bounds.max_batch;
+  j["verify_below"] = meta.bounds.verify_below;
+  j["scan_above"] = meta.bounds.scan_above;
+  return j.dump();
+}
+
+namespace {
+
+const std::vector<std::string> kKnobKeys{"micro_batch"};
+
+std::string head_text(const MaxbatchMeta& meta, ResultsFormat format) {
+  return fmt::format("{}{}\n", format == ResultsFormat::Csv ? kCsvMetaPrefix : "", maxbatch_meta_line(meta));
+}
+
+void write_or_fail(std::FILE* file, const std::string& text, const std::string& path) {
+  if (std::fwrite(text.data(), 1, text.size(), file) != text.size() || std::fflush(file) != 0)
+    throw InputError(fmt::format("{}: write failed ({})", path, std::strerror(errno)));
+}
+
+MaxbatchMeta parse_meta(std::string_view text, const std::string& path) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  const auto bad = [&](std::string_view what) {
+    return InputError(
+        fmt::format("{}:1: {} (expected the metadata line fraglab maxbatch -o writes: "
+                    "{{\"fraglab_maxbatch\":1,\"shard\":\"I/N\",...}})",
+                    path, what));
+  };
+  if (j.is_discarded() || !j.is_object() || !j.contains("fraglab_maxbatch")) throw bad("not a maxbatch results file");
+  if (j["fraglab_maxbatch"] != 1) throw bad("unknown version (this fraglab reads 1)");
+  const auto text_of = [&](const nlohmann::json& o, const char* key) {
+    if (!o.contains(key) || !o[key].is_string()) throw bad(fmt::format("'{}' must be a string", key));
+    return o[key].get<std::string>();
+  };
+  const auto count_of = [&](const char* key) {
+    if (!j.contains(key) || !j[key].is_number_unsigned() || j[key].get<std::uint64_t>() > UINT32_MAX)
+      throw bad(fmt::format("'{}' must be a micro-batch count", key));
+    return j[key].get<std::uint32_t>();
+  };
+  const auto list_of = [&](const char* key) {
+    std::vector<std::string> out;
+    if (!j.contains(key) || !j[key].is_array()) throw bad(fmt::format("'{}' must be a list of strings", key));
+    for (const auto& v : j[key]) {
+      if (!v.is_string()) throw bad(fmt::format("'{}' must be a list of strings", key));
+      out.push_back(v.get<std::string>());
+    }
+    return out;
+  };
+  MaxbatchMeta meta;
+  try {
+    meta.shard = parse_shard(text_of(j, "shard"));
+  } catch (const InputError& e) {
+    throw bad(e.what());
+  }
+  meta.workload = text_of(j, "workload");
+  meta.generator = text_of(j, "generator");
+  if (!j.contains("first_trace") || !j["first_trace"].is_object() || !j["first_trace"].contains("events") ||
+      !j["first_trace"]["events"].is_number_unsigned())
+    throw bad("'first_trace' must be {\"name\":S,\"events\":N,\"request_hash\":S}");
+  meta.first_trace = {text_of(j["first_trace"], "name"), j["first_trace"]["events"].get<std::uint64_t>(),
+                      text_of(j["first_trace"], "request_hash")};
+  meta.device = text_of(j, "device");
+  meta.specs = list_of("specs");
+  meta.grid_policy = text_of(j, "grid_policy");
+  meta.grid = list_of("grid");
+  meta.bounds.min_batch = count_of("min_batch");
+  meta.bounds.max_batch = count_of("max_batch");
+  meta.bounds.verify_below = count_of("verify_below");
+  meta.bounds.scan_above = count_of("scan_above");
+  try {
+    check_maxbatch_bounds(meta.bounds);
+  } catch (const InputError& e) {
+    throw bad(e.what());
+  }
+  return meta;
+}
+
+struct ShardFile {
+  MaxbatchMeta meta;
+  std::vector<SweepRow> rows;
+};
+
+// The metadata (the first line) and the complete rows (read_results: lines ending in '\n').
+ShardFile read_shard_file(const std::string& path) {
+  const ResultsFormat format = results_format(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open (expected a maxbatch results file)", path));
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::string_view json_text = line;
+  if (format == ResultsFormat::Csv && json_text.starts_with(kCsvMetaPrefix))
+    json_text.remove_prefix(kCsvMetaPrefix.size());
+  if (!is_maxbatch_meta_line(json_text) || (format == ResultsFormat::Csv && json_text.size() == line.size()))
+    throw InputError(
+        fmt::format("{}:1: not a maxbatch results file (its first line is not the metadata "
+                    "fraglab maxbatch -o writes)",
+                    path));
+  ShardFile file;
+  file.meta = parse_meta(json_text, path);
+  ResultsTable table = read_results(path);
+  if (!table.rows.empty() && table.knob_keys != kKnobKeys)
+    throw InputError(fmt::format("{}: not a maxbatch results file (its knob column is not micro_batch)", path));
+  file.rows = std::move(table.rows);
+  return file;
+}
+
+std::string first_difference(const MaxbatchMeta& a, const MaxbatchMeta& b) {
+  if (a.workload != b.workload || a.generator != b.generator || a.first_trace != b.first_trace)
+    return fmt::format("workloads ({}; {} vs {}; {})", a.generator, a.first_trace.request_hash, b.generator,
+                       b.first_trace.request_hash);
+  if (a.device != b.device) return fmt::format("devices ({} vs {})", a.device, b.device);
+  if (a.specs != b.specs || a.grid_policy != b.grid_policy || a.grid != b.grid)
+    return fmt::format("specs ({} vs {} specs)", a.specs.size(), b.specs.size());
+  if (a.bounds.min_batch != b.bounds.min_batch || a.bounds.max_batch != b.bounds.max_batch ||
+      a.bounds.verify_below != b.bounds.verify_below || a.bounds.scan_above != b.bounds.scan_above)
+    return "search bounds (--min-batch, --max-batch, --verify-below, --scan-above)";
+  if (a.shard.count != b.shard.count) return fmt::format("shard counts ({} vs {})", a.shard.count, b.shard.count);
+  return {};
+}
+
+}  // namespace
+
+MaxbatchResultsFile::MaxbatchResultsFile(std::string path, MaxbatchMeta meta)
+    : path_(std::move(path)), meta_(std::move(meta)), format_(results_format(path_)) {
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (file_ == nullptr) throw InputError(fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
+  std::string head = head_text(meta_, format_);
+  if (format_ == ResultsFormat::Csv) head += csv_header(kKnobKeys) + "\n";
+  write_or_fail(file_, head, path_);
+}
+
+MaxbatchResultsFile::~MaxbatchResultsFile() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void MaxbatchResultsFile::append(const SweepRow& row) {
+  write_or_fail(file_, format_row(row, kKnobKeys, format_), path_);
+}
+
+void MaxbatchResultsFile::finish(std::vector<SweepRow> rows) {
+  std::fclose(file_);
+  file_ = nullptr;
+  // The header line, then the rows as write_results() orders them (results_text, no sweep metadata).
+  const std::string text = head_text(meta_, format_) + results_text(ResultsTable{kKnobKeys, std::move(rows)}, format_);
+  const std::string temp = path_ + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(fmt::format("{}: cannot open for writing", temp));
+    out << text;
+    out.flush();
+    if (!out) throw InputError(fmt::format("{}: write failed", temp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path_, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot replace with {} ({})", path_, temp, ec.message()));
+}
+
+MaxbatchMerge merge_maxbatch_files(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw InputError("--merge: expected one results file per shard");
+  std::vector<ShardFile> files;
+  for (const std::string& path : paths) files.push_back(read_shard_file(path));
+  const MaxbatchMeta& first = files.front().meta;
+  std::map<std::size_t, std::string> shard_files;  // shard index -> its file
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const std::string why = first_difference(first, files[f].meta);
+    if (!why.empty())
+      throw InputError(
+          fmt::format("{} and {} are results of different maxbatch runs: different {}", paths.front(), paths[f], why));
+    const auto [it, added] = shard_files.emplace(files[f].meta.shard.index, paths[f]);
+    if (!added)
+      throw InputError(fmt::format("{} and {}: both shard {}", it->second, paths[f], shard_text(files[f].meta.shard)));
+  }
+  for (std::size_t i = 0; i < first.shard.count; ++i) {
+    if (!shard_files.contains(i))
+      throw InputError(fmt::format("--merge: shard {} is missing ({} of {} shard files given)",
+                                   shard_text(Shard{i, first.shard.count}), files.size(), first.shard.count));
+  }
+  // (batch, spec) -> the run's metrics, from whichever shard ran it (shards of one run agree).
+  std::map<std::pair<std::uint32_t, std::string>, Metrics> runs;
+  for (const ShardFile& file : files) {
+    for (const SweepRow& row : file.rows) {
+      // The micro_batch column as the search asks for it (a decimal count); anything else no search asks for.
+      const std::string text = row.knobs.empty() || !row.knobs[0] ? std::string() : *row.knobs[0];
+      if (text.empty() || text.size() > 9 ||
+          !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        continue;
+      runs.emplace(std::make_pair(static_cast<std::uint32_t>(std::stoul(text)), row.spec), row.metrics);
+    }
+  }
+  const MaxbatchBounds& bounds = first.bounds;
+  // Each spec's search alone first, refusing a run no file holds (a shard that did not finish).
+  for (std::size_t i = 0; i < first.specs.size(); ++i) {
+    const std::string& spec = first.specs[i];
+    find_max_batches({spec}, bounds, [&](std::uint32_t b) {
+      const auto it = runs.find({b, spec});
+      if (it == runs.end())
+        throw InputError(
+            fmt::format("--merge: no run of {} at micro-batch {} in the files of shard {} (a shard that "
+                        "did not finish?)",
+                        spec, b, shard_text(Shard{i % first.shard.count, first.shard.count})));
+      return std::vector<Metrics>{it->second};
+    });
+  }
+  // Every run a search asks for is there: the whole search, as one machine runs it.
+  MaxbatchMerge merge;
+  merge.meta = first;
+  merge.meta.shard = Shard{};
+  merge.result = find_max_batches(first.specs, bounds, [&](std::uint32_t b) {
+    std::vector<Metrics> m(first.specs.size());
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      const auto it = runs.find({b, first.specs[i]});
+      if (it != runs.end()) m[i] = it->second;  // absent: a spec whose search does not ask for b
+    }
+    return m;
+  });
+  return merge;
+}
+
+}  // namespace fraglab
