@@ -163,6 +163,17 @@ TEST(MaxbatchShard, MergeRefusesMissingDuplicatedAndForeignFiles) {
             std::string::npos);
 }
 
+// With --grid and no -p the grid's points are the specs, on --grid-policy's base (by hand: the
+// spec syntax NAME:fixed options, then each grid key:value in axis order).
+TEST(MaxbatchShard, GridWithoutPolicyIsTheGridsPointsOnTheGridPolicy) {
+  const auto r = run_fraglab(
+      "maxbatch --model gpt2-xl --world-size 2 --steps 1 --device sim:24GiB --max-batch 2 -j 1 --grid-policy "
+      "pytorch:expandable_segments:True --grid max_split_size_mb=none,256 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(specs_of(r.out), (std::vector<std::string>{"pytorch:expandable_segments:True",
+                                                       "pytorch:expandable_segments:True,max_split_size_mb:256"}));
+}
+
 TEST(MaxbatchShard, BadGridAndShardAreOneLineErrors) {
   const auto err = [](const std::string& args) {
     const auto r = run_fraglab("maxbatch --model gpt2-xl " + args);
