@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -190,17 +189,7 @@ void MaxbatchResultsFile::finish(std::vector<SweepRow> rows) {
   file_ = nullptr;
   // The header line, then the rows as write_results() orders them (results_text, no sweep metadata).
   const std::string text = head_text(meta_, format_) + results_text(ResultsTable{kKnobKeys, std::move(rows)}, format_);
-  const std::string temp = path_ + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(fmt::format("{}: cannot open for writing", temp));
-    out << text;
-    out.flush();
-    if (!out) throw InputError(fmt::format("{}: write failed", temp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path_, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot replace with {} ({})", path_, temp, ec.message()));
+  replace_file_with(path_, text);
 }
 
 MaxbatchMerge merge_maxbatch_files(const std::vector<std::string>& paths) {

@@ -108,8 +108,7 @@ ResultsTable read_results(const std::string& path, std::size_t* partial_tail) {
   return table;
 }
 
-void write_results(const std::string& path, const ResultsTable& table) {
-  const std::string text = results_text(table, results_format(path));
+void replace_file_with(const std::string& path, const std::string& text) {
   // Same folder, so the rename cannot cross file systems.
   const std::string temp = path + ".tmp";
   {
@@ -122,6 +121,10 @@ void write_results(const std::string& path, const ResultsTable& table) {
   std::error_code ec;
   fs::rename(temp, path, ec);
   if (ec) throw InputError(fmt::format("{}: cannot replace with {} ({})", path, temp, ec.message()));
+}
+
+void write_results(const std::string& path, const ResultsTable& table) {
+  replace_file_with(path, results_text(table, results_format(path)));
 }
 
 ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_keys, bool resume,

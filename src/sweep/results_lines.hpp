@@ -26,4 +26,8 @@ inline constexpr std::string_view kCsvMetaPrefix = "# ";
 // The metadata line of a maxbatch results file (maxbatch_shards.cpp), without the CSV "# ".
 inline bool is_maxbatch_meta_line(std::string_view json_text) { return json_text.starts_with("{\"fraglab_maxbatch\""); }
 
+// Writes `text` to PATH.tmp and renames it over `path` (results_file.cpp): a reader never sees a
+// half-written file. Throws InputError naming the file.
+void replace_file_with(const std::string& path, const std::string& text);
+
 }  // namespace fraglab
