@@ -10,13 +10,13 @@
 //
 // Placement: the requests' slot ranges in placement order are the occupancy index's queries, all
 // known before the first one, so the index can skip the sets no later query reads
-// (occupancy_index.hpp). Per request: query the offsets taken during its slots, best fit, insert.
+// (occupancy_index.hpp). Per request: the best-fit offset among the offsets taken during its slots
+// (the index scans the gaps while it unites its sets), then insert.
 #include "offline/greedy_plan.hpp"
 
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <span>
 #include <stdexcept>
 #include <utility>
 
@@ -65,26 +65,6 @@ std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
   std::vector<std::uint32_t> order(items.size());
   for (std::size_t n = 0; n < items.size(); ++n) order[n] = items[n].request;
   return order;
-}
-
-// The offset best fit picks given the offsets taken by the overlapping placed requests (sorted
-// disjoint runs): the start of the smallest gap of at least `size` bytes below the top run, the
-// lowest offset among equal gaps; else the end of the top run.
-Bytes best_fit_offset(std::span<const OffsetRun> taken, Bytes size) {
-  Bytes gap_begin = 0;
-  Bytes best_gap = std::numeric_limits<Bytes>::max();
-  Bytes best_offset = 0;
-  bool found = false;
-  for (const OffsetRun& run : taken) {
-    const Bytes gap = run.begin - gap_begin;
-    if (gap >= size && gap < best_gap) {
-      best_gap = gap;
-      best_offset = gap_begin;
-      found = true;
-    }
-    gap_begin = run.end;
-  }
-  return found ? best_offset : gap_begin;
 }
 
 // For each event position p from 0 to the last end, the number of slots at positions before p
@@ -177,7 +157,7 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
     const std::uint32_t k = order[n];
     const auto [first_slot, last_slot] = slot_ranges[n];
     const Bytes size = plan.sizes[k];
-    const Bytes offset = best_fit_offset(index.occupied(first_slot, last_slot), size);
+    const Bytes offset = index.best_fit(first_slot, last_slot, size);
     plan.offsets[k] = offset;
     plan.heap_size = std::max(plan.heap_size, offset + size);
     index.insert(first_slot, last_slot, OffsetRun{offset, offset + size});

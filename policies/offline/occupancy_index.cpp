@@ -161,6 +161,24 @@ bool OccupancyIndex::add_to_below(NodeId leaf, std::uint32_t low, std::uint32_t 
 // ---- query ------------------------------------------------------------------------------------
 
 std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::uint32_t last) {
+  if (!gather_parts(first, last)) return extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1);
+  return unite_and_keep();
+}
+
+Bytes OccupancyIndex::best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
+  if (!gather_parts(first, last))
+    return best_fit_in(extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1), size);
+  // A kept answer is written out for the queries that extend it; otherwise the last merge only
+  // looks for the gaps (best_fit_in_union).
+  if (!queries_.empty() && keeps_[queries_done_ - 1]) return best_fit_in(unite_and_keep(), size);
+  if (parts_.size() <= 1)
+    return best_fit_in(parts_.empty() ? std::span<const OffsetRun>{} : sets_.runs(parts_[0]), size);
+  const RunSet largest = sort_parts_by_size();
+  parts_.pop_back();
+  return best_fit_in_union(merge_parts(), sets_.runs(largest), size);
+}
+
+bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last) {
   if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
   if (!queries_.empty()) {
     if (queries_done_ >= queries_.size() || queries_[queries_done_].first != first ||
@@ -168,7 +186,7 @@ std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::ui
       throw std::logic_error("OccupancyIndex: a query other than the next one it was told of");
     }
     ++queries_done_;  // (the sets this query reads were read later until now)
-    if (reuses_[queries_done_ - 1] != 0) return extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1);
+    if (reuses_[queries_done_ - 1] != 0) return false;
   }
   parts_.clear();
   for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
@@ -200,6 +218,10 @@ std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::ui
     add_uncached_own(p.first_leaf, p.left_from, meet);
     add_uncached_own(p.last_leaf, p.right_from, meet);
   }
+  return true;
+}
+
+std::span<const OffsetRun> OccupancyIndex::unite_and_keep() {
   const std::span<const OffsetRun> answer = unite_parts();
   if (queries_.empty() || !keeps_[queries_done_ - 1]) return answer;
   KeptAnswer& kept = kept_[(queries_done_ - 1) % kept_.size()];
@@ -247,22 +269,32 @@ void OccupancyIndex::rebuild_cover(NodeId v) {
 std::span<const OffsetRun> OccupancyIndex::unite_parts() {
   if (parts_.empty()) return {};
   if (parts_.size() == 1) return sets_.runs(parts_[0]);
-  std::size_t total = 0;
-  for (const RunSet& part : parts_) total += part.size;
-  for (std::vector<OffsetRun>& buffer : scratch_) {
-    if (buffer.size() < total) buffer.resize(2 * total);  // only ever grows: no filling per query
-  }
-  // Pairwise, into the two buffers in turn: the sets overlap heavily, so the union so far stays
-  // about the size of the answer (a k-way heap merge costs more on a handful of sets). Smallest
-  // first, so that a large set (a cover of long-lived buffers) is copied once, at the end, and
-  // not once per smaller set after it; the union is the same in any order (a sorted set of
-  // disjoint, non-touching runs is unique). An insertion sort: a query has a handful of parts.
+  sort_parts_by_size();
+  return merge_parts();
+}
+
+RunSet OccupancyIndex::sort_parts_by_size() {
+  // Smallest first, so that a large set (a cover of long-lived buffers) is copied once, at the
+  // end, and not once per smaller set after it; the union is the same in any order (a sorted set
+  // of disjoint, non-touching runs is unique). An insertion sort: a query has a handful of parts.
   for (std::size_t k = 1; k < parts_.size(); ++k) {
     const RunSet part = parts_[k];
     std::size_t at = k;
     for (; at > 0 && parts_[at - 1].size > part.size; --at) parts_[at] = parts_[at - 1];
     parts_[at] = part;
   }
+  return parts_.back();
+}
+
+std::span<const OffsetRun> OccupancyIndex::merge_parts() {
+  if (parts_.size() == 1) return sets_.runs(parts_[0]);
+  std::size_t total = 0;
+  for (const RunSet& part : parts_) total += part.size;
+  for (std::vector<OffsetRun>& buffer : scratch_) {
+    if (buffer.size() < total) buffer.resize(2 * total);  // only ever grows: no filling per query
+  }
+  // Pairwise, into the two buffers in turn: the sets overlap heavily, so the union so far stays
+  // about the size of the answer (a k-way heap merge costs more on a handful of sets).
   std::span<const OffsetRun> united = sets_.runs(parts_[0]);
   for (std::size_t k = 1; k < parts_.size(); ++k) {
     OffsetRun* const out = scratch_[k % 2].data();

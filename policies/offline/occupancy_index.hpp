@@ -87,6 +87,9 @@ class OccupancyIndex {
   // The offsets occupied at some slot of [first, last), as sorted, disjoint, non-touching runs.
   // The span stays valid until the next call. (Not const: refreshes the cover cache.)
   std::span<const OffsetRun> occupied(std::uint32_t first, std::uint32_t last);
+  // best_fit_in(occupied(first, last), size) (run_set_store.hpp), mostly without writing out the
+  // union: the last merge only looks at the gaps. The same query as occupied() for the known ones.
+  Bytes best_fit(std::uint32_t first, std::uint32_t last, Bytes size);
 
  private:
   using NodeId = std::uint32_t;
@@ -128,8 +131,17 @@ class OccupancyIndex {
   // Returns the deepest of them, 0 when there is none.
   NodeId refresh_covers(NodeId leaf, std::uint32_t low, std::uint32_t high, std::uint32_t& changed);
   void rebuild_cover(NodeId v);
+  // Checks the query, counts it among the known ones, and collects the sets whose union is its
+  // answer in parts_; false (and nothing collected) when the answer extends a kept one instead.
+  bool gather_parts(std::uint32_t first, std::uint32_t last);
+  // The union of parts_, kept when a later query extends it.
+  std::span<const OffsetRun> unite_and_keep();
   // The union of parts_ (in scratch_, or a set of the store when there is only one).
   std::span<const OffsetRun> unite_parts();
+  // Orders parts_ by size, smallest first (at least one part); returns the largest.
+  RunSet sort_parts_by_size();
+  // The union of parts_ (at least one), in their order.
+  std::span<const OffsetRun> merge_parts();
   // Marks the announced queries that repeat a recent one (reuses_, keeps_); true for those.
   bool note_repeat(std::uint32_t q, std::vector<std::uint64_t>& latest_by_first);
   // Query q's answer from that of query `from` (same range) and the inserts since.

@@ -85,6 +85,58 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
   return static_cast<std::size_t>(o - out);
 }
 
+// The offset best fit picks given the offsets taken (sorted disjoint runs): the start of the
+// smallest gap of at least `size` bytes below the top run, the lowest offset among equal gaps;
+// else the end of the top run (greedy_plan.hpp, step 3).
+inline Bytes best_fit_in(std::span<const OffsetRun> taken, Bytes size) {
+  Bytes gap_begin = 0;
+  Bytes best_gap = std::numeric_limits<Bytes>::max();
+  Bytes best_offset = 0;
+  bool found = false;
+  for (const OffsetRun& run : taken) {
+    const Bytes gap = run.begin - gap_begin;
+    if (gap >= size && gap < best_gap) {
+      best_gap = gap;
+      best_offset = gap_begin;
+      found = true;
+    }
+    gap_begin = run.end;
+  }
+  return found ? best_offset : gap_begin;
+}
+
+// best_fit_in(a ∪ b, size) without writing the union: the runs of both sets in order of begin,
+// with `top` the highest end so far; a run that begins above `top` leaves the gap [top, begin)
+// in the union (one that begins at or below it touches or overlaps the union so far). The same
+// gaps in the same order as a scan of the merged set, hence the same choice.
+inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, Bytes size) {
+  const OffsetRun* i = a.data();
+  const OffsetRun* const i_end = i + a.size();
+  const OffsetRun* j = b.data();
+  const OffsetRun* const j_end = j + b.size();
+  Bytes top = 0;
+  Bytes best_gap = std::numeric_limits<Bytes>::max();
+  Bytes best_offset = 0;
+  bool found = false;
+  const auto take = [&](const OffsetRun& run) {
+    if (run.begin > top) {
+      const Bytes gap = run.begin - top;
+      if (gap >= size && gap < best_gap) {
+        best_gap = gap;
+        best_offset = top;
+        found = true;
+      }
+      top = run.end;
+    } else {
+      top = std::max(top, run.end);
+    }
+  };
+  while (i != i_end && j != j_end) take(i->begin <= j->begin ? *i++ : *j++);
+  for (; i != i_end; ++i) take(*i);
+  for (; j != j_end; ++j) take(*j);
+  return found ? best_offset : top;
+}
+
 // Adds [run.begin, run.end) to a sorted set of disjoint, non-touching runs held in a vector.
 inline void add_run(std::vector<OffsetRun>& set, OffsetRun run) {
   // The runs from the first that ends at or after run.begin to the last that starts at or before

@@ -84,6 +84,47 @@ TEST(OfflinePlanEquality, TrainingLikeTracesMatchTheDefinition) {
   }
 }
 
+// Lifetimes drawn from a few positions (so many are identical or nested) and sizes from a few
+// values (so many are equal): the ties of the placement order and of equal gaps.
+TEST(OfflinePlanEquality, RandomLifetimesWithTiesMatchTheDefinition) {
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    Rng rng(seed);
+    const std::uint64_t positions = 2 + rng.below(30);
+    std::vector<PlannedRequest> requests(1 + rng.below(120));
+    for (PlannedRequest& r : requests) {
+      r.begin = rng.below(positions);
+      r.end = r.begin + 1 + rng.below(positions - r.begin);
+      r.size = 512 * (1 + rng.below(seed % 4 == 0 ? 2 : 8)) - rng.below(2);
+    }
+    expect_same_plan(requests, 512, "seed " + std::to_string(seed));
+  }
+}
+
+// The gaps of a ∪ b scanned without writing the union pick what a scan of the union picks.
+TEST(OfflinePlanEquality, BestFitInUnionIsBestFitInTheMergedSet) {
+  for (std::uint64_t seed = 1; seed <= 500; ++seed) {
+    Rng rng(seed);
+    const auto random_set = [&] {
+      std::vector<offline::OffsetRun> set;
+      Bytes at = rng.below(3) * 8;
+      for (std::uint64_t n = rng.below(8); n > 0; --n) {
+        const Bytes end = at + 8 * (1 + rng.below(4));
+        set.push_back({at, end});
+        at = end + 8 * (1 + rng.below(5));  // (sets never hold touching runs)
+      }
+      return set;
+    };
+    const std::vector<offline::OffsetRun> a = random_set();
+    const std::vector<offline::OffsetRun> b = random_set();
+    std::vector<offline::OffsetRun> merged(a.size() + b.size());
+    merged.resize(offline::merge_union(a, b, merged.data()));
+    for (Bytes size = 8; size <= 48; size += 8) {
+      ASSERT_EQ(offline::best_fit_in_union(a, b, size), offline::best_fit_in(merged, size))
+          << "seed " << seed << ", size " << size;
+    }
+  }
+}
+
 TEST(OfflinePlanEquality, EveryShippedAndRealTraceMatchesTheDefinition) {
   std::vector<std::string> paths;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(FRAGLAB_SOURCE_DIR) + "/traces/samples")) {
@@ -99,7 +140,8 @@ TEST(OfflinePlanEquality, EveryShippedAndRealTraceMatchesTheDefinition) {
   for (const std::string& path : paths) expect_same_plan(planned_requests(read_trace(path)), 512, path);
 }
 
-// The index with announced queries drawn from a few slot ranges (so most repeat one of the last
+// The index with announced queries drawn from a few slot ranges, answered by occupied() or by
+// best_fit() at random (so most repeat one of the last
 // few, with 0-3 inserts in between, or 0-39 for odd seeds, some of them meeting the range): every
 // answer is the union of the runs inserted so far whose slot ranges meet the query's. (Thousands
 // of inserts: the log of inserts is compacted several times, also while a kept answer is older
@@ -135,9 +177,26 @@ TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
           expected.emplace_back(r.begin, r.end);
         }
       }
-      std::vector<std::pair<Bytes, Bytes>> answer;
-      for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) answer.emplace_back(r.begin, r.end);
-      ASSERT_EQ(answer, expected) << "seed " << seed << ", query " << &query - queries.data();
+      if (rng.below(2) == 0) {  // best_fit: the smallest gap of the union that fits, else its top
+        const Bytes size = 8 * (1 + rng.below(6));
+        Bytes top = 0;
+        Bytes expected_offset = 0;
+        Bytes best_gap = 0;
+        for (const auto& [begin, end] : expected) {
+          if (begin - top >= size && (best_gap == 0 || begin - top < best_gap)) {
+            best_gap = begin - top;
+            expected_offset = top;
+          }
+          top = end;
+        }
+        if (best_gap == 0) expected_offset = top;
+        ASSERT_EQ(index.best_fit(query.first, query.last, size), expected_offset)
+            << "seed " << seed << ", query " << &query - queries.data();
+      } else {
+        std::vector<std::pair<Bytes, Bytes>> answer;
+        for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) answer.emplace_back(r.begin, r.end);
+        ASSERT_EQ(answer, expected) << "seed " << seed << ", query " << &query - queries.data();
+      }
       for (std::uint64_t i = rng.below(many_inserts ? 40 : 4); i > 0; --i) {
         const offline::SlotRange range = rng.below(2) == 0 ? query : ranges[rng.below(ranges.size())];
         const Bytes begin = rng.below(100) * 8;
