@@ -34,12 +34,13 @@ class AddressTable {
     bool free_requested = false;
   };
 
-  AddressTable() { slots_.resize(1024); }
+  AddressTable() { slots_.resize(mask_ + 1); }
 
   // The slot of `addr`, added (not live) when new. Valid until the next get().
   Slot& get(Addr addr) {
-    if (2 * (count_ + 1) > slots_.size()) rehash(2 * slots_.size());
-    Slot& s = slots_[probe(slots_, addr)];
+    if (2 * (count_ + 1) > mask_ + 1) [[unlikely]]
+      rehash(2 * (mask_ + 1));
+    Slot& s = slots_[probe(slots_.data(), mask_, addr)];
     if (!s.used) {
       s.used = true;
       s.addr = addr;
@@ -48,7 +49,7 @@ class AddressTable {
     return s;
   }
   const Slot* find(Addr addr) const {
-    const Slot& s = slots_[probe(slots_, addr)];
+    const Slot& s = slots_[probe(slots_.data(), mask_, addr)];
     return s.used ? &s : nullptr;
   }
 
@@ -66,8 +67,9 @@ class AddressTable {
 
  private:
   // Index of the slot holding `addr`, or of the empty slot where it would go.
-  std::size_t probe(const std::vector<Slot>& slots, Addr addr) const {
-    const std::size_t mask = slots.size() - 1;
+  // `mask` is the table's size - 1, kept in mask_ (a vector's size() divides by the 24-byte slot
+  // size on every lookup, once per trace entry).
+  std::size_t probe(const Slot* slots, std::size_t mask, Addr addr) const {
     const std::uint64_t seed = seed_;
     // A seeded mix: Fibonacci hashing (a fixed multiplier) sent every multiple of its inverse
     // to one slot, and a snapshot could name 100,000 such addresses (quadratic probing).
@@ -78,11 +80,13 @@ class AddressTable {
   void rehash(std::size_t size) {
     std::vector<Slot> fresh(size);
     for (const Slot& s : slots_)
-      if (s.used) fresh[probe(fresh, s.addr)] = s;
+      if (s.used) fresh[probe(fresh.data(), size - 1, s.addr)] = s;
     slots_.swap(fresh);
+    mask_ = size - 1;
   }
 
   std::vector<Slot> slots_;  // size is a power of two, at most half full
+  std::size_t mask_ = 1023;  // slots_.size() - 1
   std::uint64_t seed_ = hash_seed();
   std::size_t count_ = 0;
 };

@@ -43,7 +43,12 @@ class DictLayout {
   // The value of names[field] in the dict last passed to look_at(); nullptr when absent.
   const pickle::Value* get(const pickle::Value& dict, std::size_t field) const {
     const std::int32_t at = position_[field];
-    return at >= 0 ? &dict.dict_value(static_cast<std::uint32_t>(at)) : nullptr;
+    if (at < 0) return nullptr;
+    const pickle::Value* value = &dict.dict_value(static_cast<std::uint32_t>(at));
+    // A value's address is never null: said, so that callers' null checks (a missing key) fold
+    // into the test of `at` above instead of testing the address again (~8 instructions an entry).
+    if (value == nullptr) __builtin_unreachable();
+    return value;
   }
   std::string_view name(std::size_t field) const { return names_[field]; }
 

@@ -159,15 +159,13 @@ void Machine::remember_run(const RunMemo& run) {
 // the checked path would look at closer (an error, a key that is not plain, a skipped value under
 // another key, the input's last bytes), returns `at` with nothing changed: the checked path then
 // runs the same bytes. Returns the byte after SETITEMS on success, with the dict pushed.
-[[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(const unsigned char* at) {
+// `last_pair_start` is the same for every dict of a run: take_flat_dicts() works it out once, as
+// it checks once that the memo is dense (every dict taken leaves it dense).
+[[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(const unsigned char* at,
+                                                                           const unsigned char* const last_pair_start) {
   constexpr std::size_t kMaxPairs = kMaxFlatPairs;
-  // Readable bytes at the start of a pair: a key (5) and a value (10, LONG1 of 8 bytes), each
-  // maybe followed by MEMOIZE, and the opcode after. A str checks its own length.
-  constexpr std::ptrdiff_t kPairBytes = 24;
   const unsigned char* const end = end_;
-  if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK || memo_count_ != memo_.size()) return at;
-  // A pair may start at or before this with kPairBytes readable.
-  const unsigned char* const last_pair_start = end - begin_ >= kPairBytes ? end - kPairBytes : begin_;
+  if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK) return at;
   // New memo slots are written past the memo's top and kept only on success; at most one per
   // opcode read below (the dict, and each key, value and frames list).
   const std::size_t memo_before = memo_.size();
@@ -363,9 +361,15 @@ void Machine::remember_run(const RunMemo& run) {
 // remembered, so that the checked path, which the caller runs next, does not try it again.
 const unsigned char* Machine::take_flat_dicts(const unsigned char* at) {
   if (at == flat_dict_refused_) return at;
+  if (memo_count_ != memo_.size()) {  // unset slots: the checked path
+    flat_dict_refused_ = at;
+    return at;
+  }
+  // A pair may start at or before this with kPairBytes readable.
+  const unsigned char* const last_pair_start = end_ - begin_ >= kPairBytes ? end_ - kPairBytes : begin_;
   const unsigned char* q = at;
   for (;;) {
-    const unsigned char* after = take_flat_dict(q);
+    const unsigned char* after = take_flat_dict(q, last_pair_start);
     if (after == q) {
       flat_dict_refused_ = q;
       return q;

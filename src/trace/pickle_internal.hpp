@@ -326,7 +326,10 @@ class Machine {
   const unsigned char* take_get_run(const unsigned char* at);
   const unsigned char* valid_get_run_end(const unsigned char* at);
   const unsigned char* take_flat_dicts(const unsigned char* at);
-  const unsigned char* take_flat_dict(const unsigned char* at);
+  const unsigned char* take_flat_dict(const unsigned char* at, const unsigned char* last_pair_start);
+  // Readable bytes at the start of a flat dict's pair: a key (5) and a value (10, LONG1 of 8
+  // bytes), each maybe followed by MEMOIZE, and the opcode after. A str checks its own length.
+  static constexpr std::ptrdiff_t kPairBytes = 24;
   const unsigned char* flat_dict_refused_ = nullptr;  // where take_flat_dicts() last gave up
   // GET runs already decoded, by a hash of their bytes (see take_get_run).
   struct RunMemo {
