@@ -134,16 +134,18 @@ ShardFile read_shard_file(const std::string& path) {
   std::string line;
   std::getline(in, line);
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  std::string_view json_text = line;
-  if (format == ResultsFormat::Csv && json_text.starts_with(kCsvMetaPrefix))
-    json_text.remove_prefix(kCsvMetaPrefix.size());
-  if (!is_maxbatch_meta_line(json_text) || (format == ResultsFormat::Csv && json_text.size() == line.size()))
+  const MetadataLine meta = metadata_line(line, format);
+  if (meta.kind == MetadataKind::Sweep)
+    throw InputError(fmt::format(
+        "{}:1: a sweep results file (fraglab sweep -o), not a maxbatch run's: merge sweep shards with fraglab merge",
+        path));
+  if (meta.kind != MetadataKind::Maxbatch)
     throw InputError(
         fmt::format("{}:1: not a maxbatch results file (its first line is not the metadata "
                     "fraglab maxbatch -o writes)",
                     path));
   ShardFile file;
-  file.meta = parse_meta(json_text, path);
+  file.meta = parse_meta(meta.json, path);
   ResultsTable table = read_results(path);
   if (!table.rows.empty() && table.knob_keys != kKnobKeys)
     throw InputError(fmt::format("{}: not a maxbatch results file (its knob column is not micro_batch)", path));
