@@ -2,7 +2,7 @@
 // requested bytes split into parts that add up to it exactly.
 //
 //   reserved − requested = rounding + cached_free_usable + stream_bound + oversize_locked
-//                          + small_pool + other
+//                          + small_pool + other                  (− host_resident, see below)
 //
 //  rounding          Σ (block size − requested) over every block held for the program: live, or
 //                    freed but with its free still pending (free_requested, not completed). A
@@ -18,6 +18,11 @@
 //                    stream on its retry and on empty_cache, allocator-model §5.3): until the
 //                    trace's free_completed, such a block counts in requested and rounding while
 //                    the policy already lists it as free or has released it.
+//
+//  host_resident     not a part: block bytes of held blocks whose data the policy keeps in host
+//                    memory (Policy::held_on_host; gemini's offloaded chunks). They count in
+//                    requested and rounding but take no reserved bytes, so the parts add up to
+//                    reserved + host_resident − requested and `other` is not pushed below 0 by them.
 //
 // The reference stream is the stream of the latest alloc request at or before the point (served
 // or not): "stream-bound" bytes are the free bytes that request could not have used because they

@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fraglab/replay.hpp"
@@ -31,9 +32,24 @@ struct MaxbatchBounds {
   std::uint32_t max_batch = 512;
   std::uint32_t verify_below = 2;  // batches under the boundary checked after the binary search
   std::uint32_t scan_above = 2;    // batches above the first failure past the boundary tried too
+  bool operator==(const MaxbatchBounds&) const = default;
 };
 // Throws InputError naming the option when min > max, min == 0 or the window is absurd.
 void check_maxbatch_bounds(const MaxbatchBounds& bounds);
+
+// Each bound's JSON key, in the order they are written: maxbatch's --json (report layer,
+// maxbatch_report.cpp) and the results files' metadata line (maxbatch_shards.cpp) write them
+// through put_maxbatch_bounds, and the metadata reader reads them by these keys.
+inline constexpr std::pair<const char*, std::uint32_t MaxbatchBounds::*> kMaxbatchBoundKeys[] = {
+    {"min_batch", &MaxbatchBounds::min_batch},
+    {"max_batch", &MaxbatchBounds::max_batch},
+    {"verify_below", &MaxbatchBounds::verify_below},
+    {"scan_above", &MaxbatchBounds::scan_above}};
+// Sets the four keys of a JSON object (nlohmann::json or ordered_json) to `bounds`.
+template <class Json>
+void put_maxbatch_bounds(Json& j, const MaxbatchBounds& bounds) {
+  for (const auto& [key, bound] : kMaxbatchBoundKeys) j[key] = bounds.*bound;
+}
 
 // The largest micro-batch b in [min_batch, max_batch] with pass(b), by the search above.
 // pass() is called at most once per batch.

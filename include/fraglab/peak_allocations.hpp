@@ -24,6 +24,23 @@ struct LiveSet {
   std::vector<LiveAllocation> allocations;  // largest first, then by id
 };
 
+// The end of an allocation's life by the rules of trace.hpp, on a map of the live allocations by
+// id whose records have a `free_requested` flag: Free and FreeCompleted end it (on_end(record)
+// first), FreeRequested marks it (its bytes stay held); other events change nothing. Alloc is the
+// caller's, since what it records differs (live_after() below: the request; the report's
+// PeakRecorder, src/report/report_data.cpp: the policy's block).
+template <class LiveMap, class OnEnd>
+void apply_free_event(LiveMap& live, const Event& e, OnEnd on_end) {
+  if (e.op == Op::Free || e.op == Op::FreeCompleted) {
+    if (auto it = live.find(e.id); it != live.end()) {
+      on_end(it->second);
+      live.erase(it);
+    }
+  } else if (e.op == Op::FreeRequested) {
+    if (auto it = live.find(e.id); it != live.end()) it->second.free_requested = true;
+  }
+}
+
 // The first event after which the requested bytes live (initial allocations included, a pending
 // free still holding its bytes, as summarize() counts them) are at their peak; -1 = the start.
 std::int64_t peak_requested_event(const Trace& trace);

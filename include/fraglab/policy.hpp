@@ -162,6 +162,10 @@ class Policy {
   // (gemini's offloaded chunks): their device pages are unmapped on purpose, and the invariant
   // checker does not count that unmap against the live blocks there.
   virtual bool on_host(Addr /*addr*/) const { return false; }
+  // Block bytes of the held blocks (live, or freed with the free pending) whose data is in host
+  // memory now (on_host): held, but no part of reserved. The anatomy lists them apart
+  // (Anatomy::host_resident) so that none of its parts goes negative by them.
+  virtual Bytes held_on_host() const { return 0; }
   // Policy-specific statistics in a stable order, e.g. PyTorch's memory_stats() keys.
   virtual std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const { return {}; }
   virtual std::vector<SegmentView> segments() const { return {}; }

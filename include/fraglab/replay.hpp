@@ -102,8 +102,14 @@ struct Anatomy {
   Bytes oversize_locked = 0;
   Bytes small_pool = 0;
   std::int64_t other = 0;
-  // reserved − requested, which the parts add up to.
-  std::int64_t gap() const { return static_cast<std::int64_t>(reserved) - static_cast<std::int64_t>(requested); }
+  // Held block bytes whose data the policy keeps in host memory (Policy::held_on_host; gemini's
+  // offloaded chunks): requested and held, but not reserved. Not a part: the parts add up to
+  // reserved + host_resident − requested, the bytes the program's memory takes wherever it is.
+  Bytes host_resident = 0;
+  // What the parts add up to: reserved − requested, plus host_resident (0 unless a policy offloads).
+  std::int64_t gap() const {
+    return static_cast<std::int64_t>(reserved + host_resident) - static_cast<std::int64_t>(requested);
+  }
   std::int64_t sum_of_parts() const {
     return static_cast<std::int64_t>(rounding + cached_free_usable + stream_bound + oversize_locked + small_pool) +
            other;

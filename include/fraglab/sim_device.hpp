@@ -20,7 +20,7 @@
 #include <string_view>
 
 #include "fraglab/device.hpp"
-#include "fraglab/node_arena.hpp"
+#include "fraglab/node_pool.hpp"
 
 namespace fraglab {
 
@@ -90,7 +90,7 @@ class SimDevice final : public Device {
   SimDeviceConfig config_;
   Bytes physical_in_use_ = 0;
   Addr next_address_ = kBaseAddress;
-  // Nodes from arenas of this device (fraglab/node_arena.hpp): a policy's malloc or free inserts
+  // Nodes from arenas of this device (fraglab/node_pool.hpp): a policy's malloc or free inserts
   // or erases one on nearly every device call, and a node from the heap costs more than the tree
   // operation. Each arena is declared before its map, so it outlives the map's nodes.
   NodeArena range_nodes_;

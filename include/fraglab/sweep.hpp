@@ -178,10 +178,25 @@ std::string grid_command(const SweepMeta& meta);
 void check_cost_model(const std::string& path, const SweepMeta& meta, const std::string& other_name,
                       const SweepMeta& other);
 
+// The metadata line a results file may open with (in JSONL the line itself, in CSV the text after
+// "# "): a sweep's (SweepMeta, `fraglab sweep -o`) or a maxbatch run's (MaxbatchMeta in
+// fraglab/maxbatch_shards.hpp, `fraglab maxbatch -o`). Every reader of results files asks
+// metadata_line() (metadata_line.cpp), so a file of one command given to the other is refused by name.
+enum class MetadataKind { None, Sweep, Maxbatch };
+inline constexpr std::string_view kCsvMetaPrefix = "# ";
+struct MetadataLine {
+  MetadataKind kind = MetadataKind::None;  // None: a header or a row, not metadata
+  std::string_view json;                   // the metadata's JSON object (without CSV's "# ")
+};
+MetadataLine metadata_line(std::string_view line, ResultsFormat format);
+
 struct ResultsTable {
   std::vector<std::string> knob_keys;  // the grid keys, in column order
   std::vector<SweepRow> rows;
   std::optional<SweepMeta> meta = std::nullopt;  // absent in files written before fraglab recorded it
+  // Which metadata the file opened with: a maxbatch results file reads as rows without sweep
+  // metadata (meta is empty); `merge` and `sweep --resume` refuse it by this.
+  MetadataKind kind = MetadataKind::None;
 };
 
 // The CSV header line (no '\n'): trace,device,spec,<knob keys>,<metric keys>.

@@ -125,6 +125,15 @@ void ChunkStore::release_chunk(std::uint32_t index) {
   released_entries_.push_back(index);
 }
 
+Bytes ChunkStore::tensor_bytes_on_host() const {
+  Bytes bytes = 0;
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.state == State::Released || !chunk.on_host) continue;
+    for (const Tensor& t : chunk.tensors) bytes += t.live ? t.size : 0;
+  }
+  return bytes;
+}
+
 Bytes ChunkStore::footprint(Bytes size) const { return offload_ ? kit::align_up(size, device_.granularity()) : size; }
 
 std::vector<std::uint32_t> ChunkStore::movable(std::uint32_t keep) const {

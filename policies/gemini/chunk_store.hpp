@@ -79,6 +79,8 @@ class ChunkStore {
   // The open chunk of a class, or kNewChunk.
   std::uint32_t open_chunk(TagClass cls) const { return open_[static_cast<std::size_t>(cls)]; }
   Bytes bytes_on_host() const { return host_bytes_; }
+  // Bytes of the live tensors in chunks on the host (Policy::held_on_host). O(tensors of those chunks).
+  Bytes tensor_bytes_on_host() const;
   Bytes to_host_bytes() const { return to_host_; }
   Bytes to_device_bytes() const { return to_device_; }
   // How many chunks of `cls` were opened so far (new or cached), this pack's included.

@@ -177,6 +177,7 @@ class GeminiPolicy final : public Policy {
   }
 
   bool on_host(Addr addr) const override { return store_ && store_->on_host_at(addr); }
+  Bytes held_on_host() const override { return store_ ? store_->tensor_bytes_on_host() : 0; }
 
   Bytes host_bytes_moved() const override { return store_ ? store_->to_host_bytes() + store_->to_device_bytes() : 0; }
 

@@ -5,10 +5,9 @@
 
 #include <algorithm>
 #include <numeric>
-#include <unordered_map>
 #include <utility>
 
-#include "fraglab/seeded_hash.hpp"
+#include "fraglab/id_index.hpp"
 #include "pytorch/rounding.hpp"
 
 namespace fraglab::cca {
@@ -35,40 +34,6 @@ Bytes align_up(Bytes v, Bytes rounded) {
 Bytes align_down(Bytes v, Bytes rounded) {
   return rounded % kMinBlockSize != 0 ? v : v / kMinBlockSize * kMinBlockSize;
 }
-
-// The initial allocations by id while they live (the first of the same id counts). Snapshots
-// number allocations from 0, so the ids are mostly small: then a table by id (no node per
-// allocation to allocate); other ids (hand-written traces may use any u64) go to a hash map.
-class LiveInitial {
- public:
-  static constexpr std::size_t kNone = ~std::size_t{0};
-  explicit LiveInitial(const std::vector<InitialAllocation>& allocs) {
-    const std::uint64_t dense_limit = 4 * allocs.size() + 1024;
-    for (std::size_t i = 0; i < allocs.size(); ++i) {
-      const AllocId id = allocs[i].id;
-      if (id < dense_limit) {
-        if (id >= table_.size()) table_.resize(id + 1, kNone);
-        if (table_[id] == kNone) table_[id] = i;
-      } else {
-        sparse_.emplace(id, i);
-      }
-    }
-  }
-  // The index of live allocation `id`, which is no longer live afterwards; kNone if none.
-  std::size_t take(AllocId id) {
-    if (id < table_.size()) return std::exchange(table_[id], kNone);
-    if (sparse_.empty()) return kNone;
-    auto it = sparse_.find(id);
-    if (it == sparse_.end()) return kNone;
-    const std::size_t i = it->second;
-    sparse_.erase(it);
-    return i;
-  }
-
- private:
-  std::vector<std::size_t> table_;  // by id, below the dense limit
-  std::unordered_map<AllocId, std::size_t, SeededHash> sparse_;
-};
 
 }  // namespace
 
@@ -150,7 +115,10 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     out.blocks[i] = std::move(b);
   }
 
-  LiveInitial live_initial(allocs);  // id -> index, while live
+  // The initial allocations by id while they live (the first of the same id counts). Snapshots
+  // number allocations from 0, so the ids are mostly small: those go to the table.
+  IdIndex live_initial(4 * allocs.size() + 1024);  // id -> index, while live
+  for (std::size_t i = 0; i < allocs.size(); ++i) live_initial.insert(allocs[i].id, i);
   std::vector<char> live(allocs.size(), 1);
   std::vector<std::size_t> open;
   for (std::size_t i = 0; i < allocs.size(); ++i) {
@@ -188,7 +156,7 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     if (e.op == Op::SegmentFree) untouched_erase(e.addr);  // gone (its address may come back)
     if ((e.op == Op::Free || e.op == Op::FreeCompleted)) {
       const std::size_t i = live_initial.take(e.id);
-      if (i != LiveInitial::kNone) {
+      if (i != IdIndex::kNone) {
         live[i] = 0;
         pending[i].open = false;  // its neighbourhood may merge from now on
       }

@@ -5,7 +5,8 @@
 // The files must make up one whole sweep (check_shards): shards of other grids or traces, a shard
 // given twice, a shard missing or unfinished exit 1 without writing anything, so the "best"
 // setting is never picked from part of the grid. Files without sweep metadata (older fraglab)
-// get a warning and are merged as before. Files of different cost models (device_time_s), or whose
+// get a warning and are merged as before; a maxbatch results file is refused (exit 2: it is
+// `fraglab maxbatch --merge`'s). Files of different cost models (device_time_s), or whose
 // metadata records none, are refused (exit 2) before anything is compared.
 #include <fmt/format.h>
 
@@ -53,6 +54,11 @@ int cmd_merge(int argc, char** argv) {
     if (progress) progress(i, inputs.size());
     std::size_t tail = 0;
     ResultsTable table = read_results(path, &tail);
+    if (table.kind == MetadataKind::Maxbatch)
+      throw InputError(
+          fmt::format("{}: a maxbatch results file (fraglab maxbatch -o), not a sweep's: merge maxbatch shards with "
+                      "fraglab maxbatch --merge",
+                      path));
     if (tail > 0) log::warn(fmt::format("merge: {}: ignoring its unfinished last line ({} bytes)", path, tail));
     if (table.rows.empty() && table.knob_keys.empty() && !table.meta) continue;
     // Rows priced by different cost models do not mix (device_time_s): the first file with metadata

@@ -31,7 +31,7 @@ bool is_sweep_results(const std::string& path) {
   line.resize(32);
   in.read(line.data(), static_cast<std::streamsize>(line.size()));
   line.resize(static_cast<std::size_t>(in.gcount()));
-  return line.starts_with("{\"fraglab_sweep\"") || line.starts_with("{\"trace\"");
+  return metadata_line(line, ResultsFormat::Jsonl).kind == MetadataKind::Sweep || line.starts_with("{\"trace\"");
 }
 
 }  // namespace

@@ -34,8 +34,10 @@ Anatomy anatomy_of(const Policy& policy, const AnatomyInput& input, std::uint64_
   a.stream_bound = free.stream_bound;
   a.oversize_locked = free.oversize_locked;
   a.small_pool = free.small_pool;
-  // What is left: reserved bytes outside the held blocks and the listed free pieces.
-  a.other = static_cast<std::int64_t>(input.reserved) - static_cast<std::int64_t>(input.held) -
+  // Held blocks on the host take no reserved bytes (gemini's offloaded chunks): listed apart.
+  a.host_resident = policy.held_on_host();
+  // What is left: reserved bytes outside the held blocks on the device and the listed free pieces.
+  a.other = static_cast<std::int64_t>(input.reserved) - static_cast<std::int64_t>(input.held - a.host_resident) -
             static_cast<std::int64_t>(free.total());
   return a;
 }

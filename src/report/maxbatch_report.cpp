@@ -67,10 +67,7 @@ std::string maxbatch_json(const MaxbatchResult& result, const MaxbatchContext& c
   nlohmann::json j;
   j["workload"] = context.workload;
   j["device"] = context.device;
-  j["min_batch"] = context.bounds.min_batch;
-  j["max_batch"] = context.bounds.max_batch;
-  j["verify_below"] = context.bounds.verify_below;
-  j["scan_above"] = context.bounds.scan_above;
+  put_maxbatch_bounds(j, context.bounds);
   j["generated"] = result.generated;
   j["specs"] = nlohmann::json::array();
   for (const MaxbatchSpecResult& r : result.specs) {

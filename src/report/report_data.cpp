@@ -8,6 +8,7 @@
 #include "fraglab/anatomy.hpp"
 #include "fraglab/frames.hpp"
 #include "fraglab/html_report.hpp"
+#include "fraglab/peak_allocations.hpp"
 #include "fraglab/run_replay.hpp"
 #include "fraglab/sweep.hpp"
 
@@ -143,10 +144,8 @@ class PeakRecorder : public ReplayObserver {
       const std::uint32_t stack =
           point.event_index < trace_->event_stacks.size() ? trace_->event_stacks[point.event_index] : kNoString;
       live_[e.id] = {*point.block, e.tag, false, stack};
-    } else if (e.op == Op::Free || e.op == Op::FreeCompleted) {
-      live_.erase(e.id);
-    } else if (e.op == Op::FreeRequested) {
-      if (auto it = live_.find(e.id); it != live_.end()) it->second.free_requested = true;
+    } else {
+      apply_free_event(live_, e, [](const Live&) {});
     }
     if (static_cast<std::int64_t>(point.event_index) == peak_event_) capture();
   }

@@ -52,6 +52,8 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
         {"small_pool_bytes", a.small_pool},
         {"other_bytes", a.other},
     };
+    // Only a policy that keeps held blocks in host memory has any (gemini moving chunks).
+    if (a.host_resident != 0) j["anatomy_at_peak"]["host_resident_bytes"] = a.host_resident;
   }
   if (run.invariant_violations) {
     j["invariant_violations"] = *run.invariant_violations;

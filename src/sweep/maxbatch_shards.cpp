@@ -18,9 +18,7 @@ namespace fraglab {
 
 bool MaxbatchMeta::operator==(const MaxbatchMeta& o) const {
   return shard == o.shard && workload == o.workload && generator == o.generator && first_trace == o.first_trace &&
-         device == o.device && specs == o.specs && grid_policy == o.grid_policy && grid == o.grid &&
-         bounds.min_batch == o.bounds.min_batch && bounds.max_batch == o.bounds.max_batch &&
-         bounds.verify_below == o.bounds.verify_below && bounds.scan_above == o.bounds.scan_above;
+         device == o.device && specs == o.specs && grid_policy == o.grid_policy && grid == o.grid && bounds == o.bounds;
 }
 
 std::vector<std::string> maxbatch_specs(const std::vector<std::string>& policies, const SweepGrid& grid) {
@@ -44,10 +42,7 @@ std::string maxbatch_meta_line(const MaxbatchMeta& meta) {
   j["specs"] = meta.specs;
   j["grid_policy"] = meta.grid_policy;
   j["grid"] = meta.grid;
-  j["min_batch"] = meta.bounds.min_batch;
-  j["max_batch"] = meta.bounds.max_batch;
-  j["verify_below"] = meta.bounds.verify_below;
-  j["scan_above"] = meta.bounds.scan_above;
+  put_maxbatch_bounds(j, meta.bounds);
   return j.dump();
 }
 
@@ -109,10 +104,7 @@ MaxbatchMeta parse_meta(std::string_view text, const std::string& path) {
   meta.specs = list_of("specs");
   meta.grid_policy = text_of(j, "grid_policy");
   meta.grid = list_of("grid");
-  meta.bounds.min_batch = count_of("min_batch");
-  meta.bounds.max_batch = count_of("max_batch");
-  meta.bounds.verify_below = count_of("verify_below");
-  meta.bounds.scan_above = count_of("scan_above");
+  for (const auto& [key, bound] : kMaxbatchBoundKeys) meta.bounds.*bound = count_of(key);
   try {
     check_maxbatch_bounds(meta.bounds);
   } catch (const InputError& e) {
@@ -134,16 +126,18 @@ ShardFile read_shard_file(const std::string& path) {
   std::string line;
   std::getline(in, line);
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  std::string_view json_text = line;
-  if (format == ResultsFormat::Csv && json_text.starts_with(kCsvMetaPrefix))
-    json_text.remove_prefix(kCsvMetaPrefix.size());
-  if (!is_maxbatch_meta_line(json_text) || (format == ResultsFormat::Csv && json_text.size() == line.size()))
+  const MetadataLine meta = metadata_line(line, format);
+  if (meta.kind == MetadataKind::Sweep)
+    throw InputError(fmt::format(
+        "{}:1: a sweep results file (fraglab sweep -o), not a maxbatch run's: merge sweep shards with fraglab merge",
+        path));
+  if (meta.kind != MetadataKind::Maxbatch)
     throw InputError(
         fmt::format("{}:1: not a maxbatch results file (its first line is not the metadata "
                     "fraglab maxbatch -o writes)",
                     path));
   ShardFile file;
-  file.meta = parse_meta(json_text, path);
+  file.meta = parse_meta(meta.json, path);
   ResultsTable table = read_results(path);
   if (!table.rows.empty() && table.knob_keys != kKnobKeys)
     throw InputError(fmt::format("{}: not a maxbatch results file (its knob column is not micro_batch)", path));
@@ -158,9 +152,7 @@ std::string first_difference(const MaxbatchMeta& a, const MaxbatchMeta& b) {
   if (a.device != b.device) return fmt::format("devices ({} vs {})", a.device, b.device);
   if (a.specs != b.specs || a.grid_policy != b.grid_policy || a.grid != b.grid)
     return fmt::format("specs ({} vs {} specs)", a.specs.size(), b.specs.size());
-  if (a.bounds.min_batch != b.bounds.min_batch || a.bounds.max_batch != b.bounds.max_batch ||
-      a.bounds.verify_below != b.bounds.verify_below || a.bounds.scan_above != b.bounds.scan_above)
-    return "search bounds (--min-batch, --max-batch, --verify-below, --scan-above)";
+  if (a.bounds != b.bounds) return "search bounds (--min-batch, --max-batch, --verify-below, --scan-above)";
   if (a.shard.count != b.shard.count) return fmt::format("shard counts ({} vs {})", a.shard.count, b.shard.count);
   return {};
 }

@@ -74,23 +74,13 @@ ResultsTable read_results(const std::string& path, std::size_t* partial_tail) {
     if (line.empty()) continue;
     const LineOrigin at = fmt::format("{}:{}", path, line_no);
     const bool at_start = std::exchange(first, false);
-    if (format == ResultsFormat::Csv && at_start && line.starts_with(kCsvMetaPrefix) &&
-        is_meta_line(line.substr(kCsvMetaPrefix.size()))) {
-      table.meta = parse_meta_line(line.substr(kCsvMetaPrefix.size()), at);
-      first = true;  // the header follows
-      continue;
-    }
-    if (format == ResultsFormat::Jsonl && at_start && is_meta_line(line)) {
-      table.meta = parse_meta_line(line, at);
-      continue;
-    }
-    // A maxbatch results file's metadata (maxbatch_shards.cpp) is not a sweep's: its rows read as
-    // rows of a file without sweep metadata; maxbatch --merge reads the line itself.
-    const std::string_view json_text =
-        format == ResultsFormat::Csv && line.starts_with(kCsvMetaPrefix) ? line.substr(kCsvMetaPrefix.size()) : line;
-    if (at_start && (format == ResultsFormat::Jsonl || json_text.size() < line.size()) &&
-        is_maxbatch_meta_line(json_text)) {
-      first = format == ResultsFormat::Csv;  // the header follows
+    const MetadataLine meta = at_start ? metadata_line(line, format) : MetadataLine{};
+    if (meta.kind != MetadataKind::None) {
+      table.kind = meta.kind;
+      // A maxbatch run's metadata is not a sweep's: its rows read as rows of a file without sweep
+      // metadata (callers refuse the file by table.kind); maxbatch --merge reads the line itself.
+      if (meta.kind == MetadataKind::Sweep) table.meta = parse_meta_line(meta.json, at);
+      first = format == ResultsFormat::Csv;  // the CSV header follows
       continue;
     }
     if (format == ResultsFormat::Csv) {
@@ -134,6 +124,10 @@ ResultsStream::ResultsStream(std::string path, std::vector<std::string> knob_key
   if (resume) {
     size_t tail = 0;
     ResultsTable old = read_results(path_, &tail);
+    if (old.kind == MetadataKind::Maxbatch)
+      throw InputError(fmt::format(
+          "{}: a maxbatch results file (fraglab maxbatch -o), not a sweep's: --resume a sweep from its own -o file",
+          path_));
     std::error_code ec;
     const bool exists = fs::exists(path_, ec);
     if (exists && tail > 0) {

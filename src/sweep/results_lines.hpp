@@ -19,12 +19,8 @@ SweepRow parse_csv_row(std::string_view line, const std::vector<std::string>& kn
 SweepRow parse_jsonl_row(std::string_view line, std::vector<std::string>& knob_keys, bool keys_known,
                          const LineOrigin& at);
 
-// The sweep metadata line (sweep_meta.cpp): in JSONL the line itself, in CSV the text after "# ".
-bool is_meta_line(std::string_view json_text);
+// The sweep metadata line (sweep_meta.cpp), recognised by metadata_line() (fraglab/sweep.hpp).
 SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at);
-inline constexpr std::string_view kCsvMetaPrefix = "# ";
-// The metadata line of a maxbatch results file (maxbatch_shards.cpp), without the CSV "# ".
-inline bool is_maxbatch_meta_line(std::string_view json_text) { return json_text.starts_with("{\"fraglab_maxbatch\""); }
 
 // Writes `text` to PATH.tmp and renames it over `path` (results_file.cpp): a reader never sees a
 // half-written file. Throws InputError naming the file.

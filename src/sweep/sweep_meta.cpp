@@ -104,11 +104,6 @@ std::string meta_line(const SweepMeta& meta) {
   return j.dump();
 }
 
-bool is_meta_line(std::string_view json_text) {
-  // Rows start with {"trace": ...; the metadata with {"fraglab_sweep": ... (meta_line()).
-  return json_text.starts_with("{\"fraglab_sweep\"");
-}
-
 SweepMeta parse_meta_line(std::string_view json_text, const LineOrigin& at) {
   const auto j = nlohmann::json::parse(json_text, nullptr, false);
   const auto bad = [&](std::string_view what) {

@@ -24,25 +24,12 @@ void walk(const Trace& trace, Live& live, After after) {
   if (!after(-1, bytes)) return;
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];
-    switch (e.op) {
-      case Op::Alloc: {
-        const std::uint32_t stack = i < trace.event_stacks.size() ? trace.event_stacks[i] : kNoString;
-        live[e.id] = LiveAllocation{e.id, e.size, e.stream, static_cast<std::int64_t>(i), stack, false};
-        bytes += e.size;
-        break;
-      }
-      case Op::Free:
-      case Op::FreeCompleted:
-        if (auto it = live.find(e.id); it != live.end()) {
-          bytes -= it->second.size;
-          live.erase(it);
-        }
-        break;
-      case Op::FreeRequested:
-        if (auto it = live.find(e.id); it != live.end()) it->second.free_requested = true;
-        break;
-      default:
-        break;
+    if (e.op == Op::Alloc) {
+      const std::uint32_t stack = i < trace.event_stacks.size() ? trace.event_stacks[i] : kNoString;
+      live[e.id] = LiveAllocation{e.id, e.size, e.stream, static_cast<std::int64_t>(i), stack, false};
+      bytes += e.size;
+    } else {
+      apply_free_event(live, e, [&](const LiveAllocation& a) { bytes -= a.size; });
     }
     if (!after(static_cast<std::int64_t>(i), bytes)) return;
   }

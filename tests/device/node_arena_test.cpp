@@ -1,4 +1,4 @@
-// NodeArena / ArenaMap (fraglab/node_arena.hpp): a map whose nodes come from an arena behaves
+// NodeArena / ArenaMap (fraglab/node_pool.hpp): a map whose nodes come from an arena behaves
 // exactly as the same std::map with std::allocator (the reference); freed nodes are reused, and
 // a node size other than the arena's goes to the heap.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "fraglab/node_arena.hpp"
+#include "fraglab/node_pool.hpp"
 #include "fraglab/rng.hpp"
 
 namespace fraglab::test {

@@ -118,17 +118,20 @@ TEST(MaxbatchShard, ResultsFileFirstLineRecordsTheRun) {
 }
 
 // A shard's file holds one row per batch each of its specs' searches tried (its JSON's `tried`),
-// and still reads as sweep rows (fraglab merge, report) past its metadata line.
-TEST(MaxbatchShard, ShardFileRowsAreTheTriedRunsAndReadAsSweepRows) {
+// after its metadata line and header; `fraglab merge` refuses it (it is maxbatch --merge's).
+TEST(MaxbatchShard, ShardFileRowsAreTheTriedRunsAndMergeRefusesIt) {
   const Shards& s = shards();
   std::size_t tried = 0;
   const nlohmann::json shard0 = nlohmann::json::parse(s.out0);
   for (const auto& spec : shard0["specs"]) tried += spec["tried"].size();
+  const std::string csv = testing::read_text(s.s0);
+  EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')), tried + 2) << csv.substr(0, 300);
   const testing::fs::path out = s.dir / "rows.csv";
   const auto r = run_fraglab("merge " + s.s0.string() + " -o " + out.string() + " --overwrite --no-report");
-  ASSERT_EQ(r.status, 0) << r.err;
-  const std::string csv = testing::read_text(out);
-  EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')), tried + 1) << csv.substr(0, 300);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "fraglab merge: error: " + s.s0.string() +
+                       ": a maxbatch results file (fraglab maxbatch -o), not a sweep's: merge maxbatch shards with "
+                       "fraglab maxbatch --merge\n");
 }
 
 std::string merge_error(const std::string& files) {

@@ -5,6 +5,7 @@
 // the inner policy: one malloc per untagged request, so its addresses are easy to follow.
 #include <algorithm>
 
+#include "fraglab/anatomy.hpp"
 #include "gemini/chunk_search.hpp"
 #include "gemini/placement.hpp"
 #include "policies/rig.hpp"
@@ -410,17 +411,9 @@ TEST(GeminiPlacement, AnOffloadedChunkGoesToTheHostAtAMarkAndComesBackForTheNext
   EXPECT_EQ(run.reserved_at_end, 0u);
 }
 
-TEST(GeminiPlacement, AutoEvictsTheChunkWhoseNextUseIsFurthestAfterTheWarmUp) {
-  // 4 MiB chunks, capacity 20 MiB, warm-up ratio 0.2 (model data may use 16 MiB), steady ratio
-  // 0.5 (10 MiB minus the recorded non-model data, here 0: there is no untagged request).
-  //  init:   grad y0 -> chunk Y; param z (4 MiB) -> chunk Z (full).
-  //  step 1 (warm-up): x1 -> new param chunk X (Z closes, keeps z), y1 -> Y, x2 -> X, y2 -> Y;
-  //          12 MiB of chunks <= 16: nothing moves. Compute list: X, Y, X, Y.
-  //  step 2: x1 -> X (on the device, empty): demand 0, avail 10 - 12 = -2 < 0: 2 MiB to free.
-  //          Movable: Y (y0 live) and Z, in address order Y, Z; next use after op 0: Y at op 1,
-  //          Z never (4): Z goes first, and its 4 MiB are enough. Y stays (address order alone
-  //          would have moved Y).
-  const Trace t = with_marks({
+// The trace of AutoEvicts... below (y0, z, then two steps of x1, y1, x2, y2) and its spec.
+Trace auto_evict_trace() {
+  return with_marks({
       tagged_alloc(1, 512 * KiB, kGrad),                                                                    // y0
       tagged_alloc(2, 4 * MiB, kParam),                                                                     // z
       mark(kStep, kOne), tagged_alloc(3, 1 * MiB, kParam),                                                  // x1
@@ -432,9 +425,22 @@ TEST(GeminiPlacement, AutoEvictsTheChunkWhoseNextUseIsFurthestAfterTheWarmUp) {
       tagged_alloc(9, 512 * KiB, kParam),                                                                   // x2
       tagged_alloc(10, 512 * KiB, kGrad),                                                                   // y2
   });
-  const PolicyRun run = run_policy(
-      "gemini:inner:nocache,chunk_size_mb:4,placement:auto,warmup_non_model_data_ratio:0.2,steady_cuda_cap_ratio:0.5",
-      t, 20 * MiB);
+}
+const std::string kAutoEvictSpec =
+    "gemini:inner:nocache,chunk_size_mb:4,placement:auto,warmup_non_model_data_ratio:0.2,steady_cuda_cap_ratio:0.5";
+
+TEST(GeminiPlacement, AutoEvictsTheChunkWhoseNextUseIsFurthestAfterTheWarmUp) {
+  // 4 MiB chunks, capacity 20 MiB, warm-up ratio 0.2 (model data may use 16 MiB), steady ratio
+  // 0.5 (10 MiB minus the recorded non-model data, here 0: there is no untagged request).
+  //  init:   grad y0 -> chunk Y; param z (4 MiB) -> chunk Z (full).
+  //  step 1 (warm-up): x1 -> new param chunk X (Z closes, keeps z), y1 -> Y, x2 -> X, y2 -> Y;
+  //          12 MiB of chunks <= 16: nothing moves. Compute list: X, Y, X, Y.
+  //  step 2: x1 -> X (on the device, empty): demand 0, avail 10 - 12 = -2 < 0: 2 MiB to free.
+  //          Movable: Y (y0 live) and Z, in address order Y, Z; next use after op 0: Y at op 1,
+  //          Z never (4): Z goes first, and its 4 MiB are enough. Y stays (address order alone
+  //          would have moved Y).
+  const Trace t = auto_evict_trace();
+  const PolicyRun run = run_policy(kAutoEvictSpec, t, 20 * MiB);
   expect_clean(run);
   const Addr y = run.addr(0), z = run.addr(1), x = run.addr(3);
   ASSERT_LT(y, z);
@@ -450,6 +456,50 @@ TEST(GeminiPlacement, AutoEvictsTheChunkWhoseNextUseIsFurthestAfterTheWarmUp) {
   EXPECT_EQ(run.result.metrics.host_bytes_moved, 4 * MiB);
   EXPECT_EQ(run.result.metrics.num_ooms, 0u);
   EXPECT_EQ(run.reserved_at_end, 8 * MiB);
+}
+
+// The anatomy after the last event of the AutoEvicts trace, by hand: X and Y mapped (8 MiB
+// reserved), Z on the host holding z (4 MiB). Live: y0 0.5, z 4, and step 2's x1 1, y1 1, x2 0.5,
+// y2 0.5 MiB: 7.5 MiB requested and held (a chunk tensor's block is its request: no rounding).
+// Free in the mapped chunks: X 4 - 1.5 = 2.5, Y 4 - (0.5 + 1 + 0.5) = 2 MiB, all usable. z is
+// host-resident: 4 MiB apart, so other = 8 - (7.5 - 4) - 4.5 = 0 (it was -4 MiB when z counted
+// as held on the device), and the parts add up to reserved + host-resident - requested = 4.5 MiB.
+TEST(GeminiPlacement, AnatomyListsHostResidentTensorsApartAndNoPartGoesNegative) {
+  const Trace t = auto_evict_trace();
+  SimDevice device(SimDeviceConfig{20 * MiB, 0});
+  std::unique_ptr<Policy> policy = create_policy(kAutoEvictSpec, device);
+  AnatomyAtEvent at_end(device, static_cast<std::int64_t>(t.events.size()) - 1);
+  Replayer replayer(t, *policy, device);
+  replayer.add_observer(&at_end);
+  replayer.run(kAutoEvictSpec);
+  ASSERT_TRUE(at_end.anatomy().has_value());
+  const Anatomy& a = *at_end.anatomy();
+  EXPECT_EQ(a.reserved, 8 * MiB);
+  EXPECT_EQ(a.requested, 7 * MiB + 512 * KiB);
+  EXPECT_EQ(a.host_resident, 4 * MiB);
+  EXPECT_EQ(a.rounding, 0u);
+  EXPECT_EQ(a.cached_free_usable, 4 * MiB + 512 * KiB);
+  EXPECT_EQ(a.stream_bound, 0u);
+  EXPECT_EQ(a.oversize_locked, 0u);
+  EXPECT_EQ(a.small_pool, 0u);
+  EXPECT_EQ(a.other, 0);
+  EXPECT_EQ(a.sum_of_parts(), static_cast<std::int64_t>(4 * MiB + 512 * KiB));
+  EXPECT_EQ(a.gap(), a.sum_of_parts());
+}
+
+// A policy that keeps nothing on the host lists nothing there (the default placement).
+TEST(GeminiPlacement, StaticPlacementHasNoHostResidentBytes) {
+  const Trace t = auto_evict_trace();
+  SimDevice device(SimDeviceConfig{20 * MiB, 0});
+  std::unique_ptr<Policy> policy = create_policy("gemini:inner:nocache,chunk_size_mb:4", device);
+  AnatomyAtEvent at_end(device, static_cast<std::int64_t>(t.events.size()) - 1);
+  Replayer replayer(t, *policy, device);
+  replayer.add_observer(&at_end);
+  replayer.run("gemini");
+  ASSERT_TRUE(at_end.anatomy().has_value());
+  EXPECT_EQ(at_end.anatomy()->host_resident, 0u);
+  EXPECT_EQ(at_end.anatomy()->reserved, 12 * MiB);  // X, Y and Z stay mapped
+  EXPECT_EQ(at_end.anatomy()->other, 0);
 }
 
 TEST(GeminiPlacement, AutoReportsOutOfMemoryWhenEvictingEverythingIsNotEnough) {
