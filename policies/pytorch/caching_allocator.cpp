@@ -190,8 +190,8 @@ Block CachingAllocator::alloc_found_block(Request& r) {
 }
 
 // The best fit leaves its pool and a split's remainder enters it (§4.2). The remainder sorts
-// just below the block it was cut from, so unless another block lies between the two it takes
-// the block's place in the set: one write instead of an erase and an insert.
+// just below the block it was cut from, often in the same size class: then it takes the
+// block's place there (StreamBlocks::refile) instead of an erase and an insert.
 void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
   if (r.found_in == nullptr) {  // a new segment or pages: not in the pool
     if (remainder != kNil) insert_into_blocks(*r.pool, remainder);
@@ -205,11 +205,7 @@ void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
   }
   Node& n = nodes_[remainder];
   n.gc_base = r.pool->get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
-  const SizeAddr key = size_addr(n.size, n.addr);
-  if (!set.replace(r.found_at, key, remainder)) {
-    set.erase(r.found_at);
-    set.insert(key, remainder);
-  }
+  set.refile(r.found_at, size_addr(n.size, n.addr), remainder);
 }
 
 void CachingAllocator::oom(const Request& r) {
@@ -291,7 +287,7 @@ void CachingAllocator::free_block(NodeId id) {
   std::int64_t d_count = 0;
   std::int64_t d_bytes = 0;
   // The last free mapped neighbour absorbed stays filed until the end: the merged block sorts
-  // above it (it is larger), often right there, and then takes its place in the set.
+  // above it (it is larger), often in the same size class, and then takes its place there.
   StreamBlocks* kept_in = nullptr;
   StreamBlocks::Pos kept_at{};
   const NodeId candidates[2] = {n.prev, n.next};
@@ -317,11 +313,7 @@ void CachingAllocator::free_block(NodeId id) {
   } else {
     Node& merged = nodes_[id];
     merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
-    const SizeAddr key = size_addr(merged.size, merged.addr);
-    if (!kept_in->replace(kept_at, key, id)) {
-      kept_in->erase(kept_at);
-      kept_in->insert(key, id);
-    }
+    kept_in->refile(kept_at, size_addr(merged.size, merged.addr), id);
   }
   const Node& m = nodes_[id];
   if (m.is_split()) {
