@@ -15,7 +15,7 @@ void StreamBlocks::Class::grow() {
   mask_ = cap - 1;
 }
 
-void StreamBlocks::Class::insert(std::uint32_t i, const Entry& e) {
+void StreamBlocks::Class::insert_slow(std::uint32_t i, const Entry& e) {
   if (buf_.empty() || n_ == mask_ + 1) grow();
   Class& self = *this;
   if (i < n_ - i) {  // the front is shorter: it moves one slot down
@@ -28,7 +28,7 @@ void StreamBlocks::Class::insert(std::uint32_t i, const Entry& e) {
   ++n_;
 }
 
-void StreamBlocks::Class::erase(std::uint32_t i) {
+void StreamBlocks::Class::erase_slow(std::uint32_t i) {
   Class& self = *this;
   if (i < n_ - 1 - i) {  // the front is shorter: it moves one slot up
     for (std::uint32_t k = i; k > 0; --k) self[k] = self[k - 1];

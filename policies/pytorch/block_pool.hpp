@@ -174,10 +174,27 @@ class StreamBlocks {
     bool empty() const { return n_ == 0; }
     Entry& operator[](std::uint32_t i) { return buf_[(head_ + i) & mask_]; }
     const Entry& operator[](std::uint32_t i) const { return buf_[(head_ + i) & mask_]; }
-    void insert(std::uint32_t i, const Entry& e);
-    void erase(std::uint32_t i);
+    // The ends inline (the common cases above), the middle out of line.
+    void insert(std::uint32_t i, const Entry& e) {
+      if (i == n_ && n_ <= mask_ && !buf_.empty()) {  // append with room
+        buf_[(head_ + n_) & mask_] = e;
+        ++n_;
+        return;
+      }
+      insert_slow(i, e);
+    }
+    void erase(std::uint32_t i) {
+      if (i == 0) {  // the first entry
+        head_ = (head_ + 1) & mask_;
+        --n_;
+        return;
+      }
+      erase_slow(i);
+    }
 
    private:
+    void insert_slow(std::uint32_t i, const Entry& e);
+    void erase_slow(std::uint32_t i);
     void grow();
     std::vector<Entry> buf_;  // capacity: a power of two (mask_ + 1) or nothing
     std::uint32_t head_ = 0;  // the slot of entry 0
