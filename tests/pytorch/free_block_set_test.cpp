@@ -228,17 +228,18 @@ TEST(FreeBlockSet, EqualSizesTakenFromTheFrontAndFreedAtTheBack) {
 }
 
 // The size classes follow the sizes' order (so the class order is the set's order), by hand:
-// 16 classes per power of two, the largest size in the last used class.
+// 8 classes per power of two, the largest size in the last used class.
 TEST(FreeBlockSet, SizeClassesAreMonotonic) {
   EXPECT_EQ(StreamBlocks::class_of(0), 0u);
-  EXPECT_EQ(StreamBlocks::class_of(15), 15u);
-  EXPECT_EQ(StreamBlocks::class_of(16), 16u);  // 2^4: first class of the power-of-two part
-  EXPECT_EQ(StreamBlocks::class_of(17), 17u);  // 16 classes of width 1 from 16 to 31
-  EXPECT_EQ(StreamBlocks::class_of(32), 32u);  // 2^5: 16 classes of width 2
-  EXPECT_EQ(StreamBlocks::class_of(33), 32u);
-  EXPECT_EQ(StreamBlocks::class_of(512), 16u + 16u * 5u);
-  EXPECT_EQ(StreamBlocks::class_of(512 + 32), 16u + 16u * 5u + 1u);  // 512/16 = 32 per class
-  EXPECT_EQ(StreamBlocks::class_of(~Bytes{0}), 16u + 16u * 59u + 15u);
+  EXPECT_EQ(StreamBlocks::class_of(7), 7u);
+  EXPECT_EQ(StreamBlocks::class_of(8), 8u);    // 2^3: first class of the power-of-two part
+  EXPECT_EQ(StreamBlocks::class_of(9), 9u);    // 8 classes of width 1 from 8 to 15
+  EXPECT_EQ(StreamBlocks::class_of(16), 16u);  // 2^4: 8 classes of width 2
+  EXPECT_EQ(StreamBlocks::class_of(17), 16u);
+  EXPECT_EQ(StreamBlocks::class_of(512), 8u + 8u * 6u);       // 2^9
+  EXPECT_EQ(StreamBlocks::class_of(512 + 63), 8u + 8u * 6u);  // 512/8 = 64 per class
+  EXPECT_EQ(StreamBlocks::class_of(512 + 64), 8u + 8u * 6u + 1u);
+  EXPECT_EQ(StreamBlocks::class_of(~Bytes{0}), 8u + 8u * 60u + 7u);  // 2^63: 8 + 8 (63 - 3)
   EXPECT_LT(StreamBlocks::class_of(~Bytes{0}), StreamBlocks::kClasses);
   std::uint64_t state = 99;
   for (int i = 0; i < 100000; ++i) {
