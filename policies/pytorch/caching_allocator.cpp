@@ -182,8 +182,10 @@ Block CachingAllocator::alloc_found_block(Request& r) {
   b.serial = ++serial_;
   stats_.allocation.increase(pool, 1);
   stats_.allocated_bytes.increase(pool, b.size);
-  stats_.active.increase(pool, 1);
-  stats_.active_bytes.increase(pool, b.size);
+  if (active_split_) {  // else they are the allocation stats (split_active())
+    stats_.active.increase(pool, 1);
+    stats_.active_bytes.increase(pool, b.size);
+  }
   stats_.requested_bytes.increase(pool, b.requested);
   if (b.size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
   return Block{b.addr, b.size, b.requested, b.stream, cookie_of(r.block, b)};
@@ -236,6 +238,7 @@ Node* CachingAllocator::lookup(const Block& block) {
 void CachingAllocator::free_requested(const Block& block) {
   Node* n = lookup(block);
   if (n == nullptr || !n->allocated) return;
+  split_active();  // before allocation drops: active keeps counting the pending block
   n->allocated = false;
   stats_.allocation.decrease(n->pool, 1);
   stats_.allocated_bytes.decrease(n->pool, n->size);
@@ -324,8 +327,11 @@ void CachingAllocator::free_block(NodeId id) {
     stats_.inactive_split.apply(kind, d_count);
     stats_.inactive_split_bytes.apply(kind, d_bytes);
   }
-  stats_.active.decrease(kind, 1);
-  stats_.active_bytes.decrease(kind, original_size);
+  // Without a pending block ever, free() has just taken the same amounts off allocation (split_active()).
+  if (active_split_) {
+    stats_.active.decrease(kind, 1);
+    stats_.active_bytes.decrease(kind, original_size);
+  }
   stats_.requested_bytes.decrease(kind, requested);
 }
 

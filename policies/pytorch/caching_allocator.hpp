@@ -56,7 +56,10 @@ class CachingAllocator {
   std::vector<std::optional<Block>> adopt(const InitialState& initial);
   std::vector<StartBlock> start_blocks() const;
 
-  const DeviceStats& stats() const { return stats_; }
+  const DeviceStats& stats() const {
+    settle_active();
+    return stats_;
+  }
   const Config& config() const { return config_; }
   const std::string& last_oom_message() const { return last_oom_; }
   std::vector<SegmentView> segments() const;
@@ -90,6 +93,23 @@ class CachingAllocator {
   bool gc_enabled() const { return allowed_.has_value() && config_.garbage_collection_threshold > 0.0; }
   Node* lookup(const Block& block);
   static std::uint64_t cookie_of(NodeId id, const Node& n) { return (std::uint64_t{n.serial} << 32) | id; }
+
+  // §8: "active" counts allocated plus pending-free blocks, so until the first block goes
+  // pending (a free request not yet completed) active and active_bytes move exactly as
+  // allocation and allocated_bytes do (same amounts, same order, so the same peaks). Until then
+  // only the allocation stats are updated and the active ones are copied from them when read;
+  // split_active() copies them once, just before the first block goes pending, and from then on
+  // both are updated (most traces never have a pending block: two stat updates less per call).
+  void split_active() {
+    if (active_split_) return;
+    settle_active();
+    active_split_ = true;
+  }
+  void settle_active() const {
+    if (active_split_) return;
+    stats_.active = stats_.allocation;
+    stats_.active_bytes = stats_.allocated_bytes;
+  }
 
   // caching_allocator.cpp
   bool get_free_block(Request& r);
@@ -132,7 +152,9 @@ class CachingAllocator {
   // Blocks whose free was requested but not completed, FIFO; entries go stale when completed.
   std::vector<std::pair<NodeId, std::uint32_t>> pending_;
   std::size_t pending_live_ = 0;
-  DeviceStats stats_;
+  // mutable: settle_active() fills active/active_bytes in on read (see split_active()).
+  mutable DeviceStats stats_;
+  bool active_split_ = false;  // a block has gone pending: the active stats are updated on their own
   Bytes total_ = 0;
   std::uint32_t serial_ = 0;
   std::string last_oom_;
