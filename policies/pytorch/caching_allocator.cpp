@@ -23,6 +23,7 @@ CachingAllocator::CachingAllocator(Config config, Device& device)
       allowed_ = static_cast<Bytes>(f * static_cast<double>(device_.capacity()));
     }
   }
+  gc_enabled_ = allowed_.has_value() && config_.garbage_collection_threshold > 0.0;
   stats_.max_split_size = config_.max_split_size == kUnlimited ? -1 : static_cast<std::int64_t>(config_.max_split_size);
   scratch_.reserve(256);
 }
@@ -39,13 +40,14 @@ std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
   r.requested = size;
   bounds_.saw_request(size);
   r.rounded = round_size(size, config_.rounding);
-  r.alloc_size = get_allocation_size(r.rounded, config_.large_segment_size);
   r.stream = stream;
   r.pool = &pool_of(pool_for(r.rounded));
 
   // Step 3: search (free-memory callbacks are a no-op here, §3.2). Steps 4-5: GC, then the ladder.
   bool found = get_free_block(r);
   if (!found) {
+    // The segment size (§1.5) is needed only past the search: by the ladder and the OOM text.
+    r.alloc_size = get_allocation_size(r.rounded, config_.large_segment_size);
     if (gc_enabled()) {
       garbage_collect_cached_blocks();
     } else {

@@ -79,7 +79,7 @@ class CachingAllocator {
   struct Request {
     Bytes requested;
     Bytes rounded;
-    Bytes alloc_size;
+    Bytes alloc_size = 0;  // set by malloc only on a miss (get_free_block found nothing)
     StreamId stream;
     BlockPool* pool;
     NodeId block = kNil;
@@ -90,7 +90,7 @@ class CachingAllocator {
   };
 
   BlockPool& pool_of(PoolKind kind) { return pools_[static_cast<int>(kind)]; }
-  bool gc_enabled() const { return allowed_.has_value() && config_.garbage_collection_threshold > 0.0; }
+  bool gc_enabled() const { return gc_enabled_; }
   Node* lookup(const Block& block);
   static std::uint64_t cookie_of(NodeId id, const Node& n) { return (std::uint64_t{n.serial} << 32) | id; }
 
@@ -146,6 +146,7 @@ class CachingAllocator {
   bool expandable_active_;        // expandable_segments:True in a version that has them
   Bytes oversize_slack_;          // §3.2 step 4 R
   std::optional<Bytes> allowed_;  // allowed_memory_maximum (memory fraction), §5.6
+  bool gc_enabled_ = false;       // §3.3: a memory fraction and a threshold > 0 (fixed at construction)
   NodeArena nodes_;
   std::array<BlockPool, 2> pools_{BlockPool(PoolKind::Small), BlockPool(PoolKind::Large)};
   std::vector<ExpandableSegment> expandable_;
