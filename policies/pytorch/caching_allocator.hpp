@@ -115,7 +115,7 @@ class CachingAllocator {
   bool get_free_block(Request& r);
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
-  Block alloc_found_block(Request& r);
+  [[gnu::always_inline]] inline Block alloc_found_block(Request& r);  // malloc is its one caller
   void free_block(NodeId id);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
   Bytes absorb_block(NodeId dst, NodeId src);
