@@ -112,7 +112,7 @@ class CachingAllocator {
   }
 
   // caching_allocator.cpp
-  bool get_free_block(Request& r);
+  [[gnu::always_inline]] inline bool get_free_block(Request& r);  // malloc is its one caller
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
   [[gnu::always_inline]] inline Block alloc_found_block(Request& r);  // malloc is its one caller
