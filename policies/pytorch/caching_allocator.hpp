@@ -120,7 +120,7 @@ class CachingAllocator {
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
   Bytes absorb_block(NodeId dst, NodeId src);
   void insert_into_blocks(BlockPool& pool, NodeId id);
-  void take_found_block(Request& r, NodeId remainder);
+  [[gnu::always_inline]] inline void take_found_block(Request& r, NodeId remainder);  // for alloc_found_block only
   void oom(const Request& r);
 
   // release.cpp
