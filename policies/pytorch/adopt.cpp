@@ -117,6 +117,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
       n.requested = a.requested;
       n.serial = ++serial_;
       if (a.free_requested) {
+        split_active();  // the active stats start to differ from the allocation stats
         n.pending = true;
         pending_.emplace_back(id, n.serial);
         ++pending_live_;
@@ -126,8 +127,10 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
         stats_.allocated_bytes.increase(pool, block);
         if (block >= config_.max_split_size) stats_.oversize_allocations.increase(1);
       }
-      stats_.active.increase(pool, 1);
-      stats_.active_bytes.increase(pool, block);
+      if (active_split_) {  // else they are the allocation stats (split_active())
+        stats_.active.increase(pool, 1);
+        stats_.active_bytes.increase(pool, block);
+      }
       stats_.requested_bytes.increase(pool, a.requested);
       result[in[k]] = Block{addr, block, a.requested, stream, cookie_of(id, n)};
       cursor = addr + block;

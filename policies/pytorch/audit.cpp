@@ -40,6 +40,7 @@ void CachingAllocator::audit(kit::AuditLog& log) const {
     log.require(pool.blocks.size() == free_mapped[k] && pool.unmapped.size() == free_unmapped[k],
                 [&] { return fmt::format("{} pool: its sets hold blocks that are not free", pool_name(pool.kind)); });
   }
+  settle_active();
   const auto current = [](const StatArray& s) { return static_cast<Bytes>(s.all().current); };
   log.require(mapped == total_ && current(stats_.reserved_bytes) == total_, [&] {
     return fmt::format("blocks cover {} mapped bytes, total_ is {}, reserved_bytes {}", mapped, total_,

@@ -6,89 +6,81 @@
 
 namespace fraglab::cca {
 
-std::uint32_t StreamBlocks::new_slot() {
-  if (!free_slots_.empty()) {
-    const std::uint32_t s = free_slots_.back();
-    free_slots_.pop_back();
-    return s;
-  }
-  slots_.emplace_back();
-  return static_cast<std::uint32_t>(slots_.size() - 1);
+void StreamBlocks::Class::grow() {
+  const std::uint32_t cap = buf_.empty() ? 4 : 2 * (mask_ + 1);
+  std::vector<Entry> bigger(cap);
+  for (std::uint32_t k = 0; k < n_; ++k) bigger[k] = (*this)[k];
+  buf_.swap(bigger);
+  head_ = 0;
+  mask_ = cap - 1;
 }
 
-// The tail moves are a few entries: plain loops beat a call to memmove, which GCC would
-// otherwise turn them into.
-#define FRAGLAB_NO_MEMMOVE __attribute__((optimize("no-tree-loop-distribute-patterns")))
+void StreamBlocks::Class::insert_slow(std::uint32_t i, const Entry& e) {
+  if (buf_.empty() || n_ == mask_ + 1) grow();
+  Class& self = *this;
+  if (i < n_ - i) {  // the front is shorter: it moves one slot down
+    head_ = (head_ - 1) & mask_;
+    for (std::uint32_t k = 0; k < i; ++k) self[k] = self[k + 1];
+  } else {
+    for (std::uint32_t k = n_; k > i; --k) self[k] = self[k - 1];
+  }
+  self[i] = e;
+  ++n_;
+}
 
-FRAGLAB_NO_MEMMOVE void StreamBlocks::insert(SizeAddr key, NodeId id) {
+void StreamBlocks::Class::erase_slow(std::uint32_t i) {
+  Class& self = *this;
+  if (i < n_ - 1 - i) {  // the front is shorter: it moves one slot up
+    for (std::uint32_t k = i; k > 0; --k) self[k] = self[k - 1];
+    head_ = (head_ + 1) & mask_;
+  } else {
+    for (std::uint32_t k = i; k + 1 < n_; ++k) self[k] = self[k + 1];
+  }
+  --n_;
+}
+
+void StreamBlocks::insert(SizeAddr key, NodeId id) {
   ++size_;
-  if (last_.empty()) {
-    const std::uint32_t s = new_slot();
-    Chunk& ch = slots_[s];
-    ch.keys[0] = key;
-    ch.ids[0] = id;
-    ch.n = 1;
-    order_.push_back(s);
-    last_.push_back(key);
-    return;
-  }
-  std::uint32_t c = chunk_for(key);
-  if (c == last_.size()) c = c - 1;  // larger than everything: append to the last chunk
-  Chunk& ch = chunk(c);
-  const std::uint32_t i = index_in(ch, key);
-  for (std::uint32_t k = ch.n; k > i; --k) {
-    ch.keys[k] = ch.keys[k - 1];
-    ch.ids[k] = ch.ids[k - 1];
-  }
-  ch.keys[i] = key;
-  ch.ids[i] = id;
-  if (i == ch.n) last_[c] = key;  // the chunk's new last key
-  if (++ch.n < kMaxChunk) return;
-
-  // Full: the upper half moves to a new chunk right after this one.
-  const std::uint32_t s = new_slot();  // may move slots_: index again below
-  Chunk& lower = chunk(c);
-  Chunk& upper = slots_[s];
-  constexpr std::uint32_t kHalf = kMaxChunk / 2;
-  std::copy(lower.keys + kHalf, lower.keys + kMaxChunk, upper.keys);
-  std::copy(lower.ids + kHalf, lower.ids + kMaxChunk, upper.ids);
-  upper.n = kMaxChunk - kHalf;
-  lower.n = kHalf;
-  last_[c] = lower.keys[kHalf - 1];
-  order_.insert(order_.begin() + c + 1, s);
-  last_.insert(last_.begin() + c + 1, upper.keys[upper.n - 1]);
+  const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
+  Class& cl = classes_[c];
+  if (cl.empty()) mark(c);
+  cl.insert(index_in(cl, key), Entry{key, id});
 }
 
-FRAGLAB_NO_MEMMOVE void StreamBlocks::erase(Pos p) {
-  assert(!is_end(p) && p.index < chunk(p.chunk).n);
+void StreamBlocks::erase(Pos p) {
+  assert(!is_end(p) && p.index < classes_[p.cls].size());
   --size_;
-  Chunk& ch = chunk(p.chunk);
-  const std::uint32_t n = --ch.n;
-  if (n == 0) {
-    free_slots_.push_back(order_[p.chunk]);
-    order_.erase(order_.begin() + p.chunk);
-    last_.erase(last_.begin() + p.chunk);
-    return;
-  }
-  for (std::uint32_t k = p.index; k < n; ++k) {
-    ch.keys[k] = ch.keys[k + 1];
-    ch.ids[k] = ch.ids[k + 1];
-  }
-  if (p.index == n) last_[p.chunk] = ch.keys[n - 1];
+  Class& cl = classes_[p.cls];
+  cl.erase(p.index);
+  if (cl.empty()) unmark(p.cls);
 }
 
 void StreamBlocks::erase(SizeAddr key) {
   const Pos p = lower_bound(key);
-  assert(!is_end(p) && chunk(p.chunk).keys[p.index] == key);
+  assert(!is_end(p) && classes_[p.cls][p.index].key == key);
   erase(p);
 }
 
+void StreamBlocks::refile(Pos p, SizeAddr key, NodeId id) {
+  if (class_of(static_cast<Bytes>(key >> 64)) != p.cls) {
+    erase(p);
+    insert(key, id);
+    return;
+  }
+  Class& cl = classes_[p.cls];
+  const bool above_before = p.index == 0 || cl[p.index - 1].key < key;
+  const bool below_after = p.index + 1 == cl.size() || key < cl[p.index + 1].key;
+  if (above_before && below_after) {  // it stays where it is
+    cl[p.index] = Entry{key, id};
+    return;
+  }
+  cl.erase(p.index);
+  cl.insert(index_in(cl, key), Entry{key, id});
+}
+
 void StreamBlocks::copy_to(StreamId stream, std::vector<FreeEntry>& out) const {
-  for (const std::uint32_t s : order_) {
-    const Chunk& ch = slots_[s];
-    for (std::uint32_t i = 0; i < ch.n; ++i) {
-      out.push_back(FreeEntry{stream, static_cast<Bytes>(ch.keys[i] >> 64), static_cast<Addr>(ch.keys[i]), ch.ids[i]});
-    }
+  for (Pos p = begin(); !is_end(p); p = next(p)) {
+    out.push_back(FreeEntry{stream, size_at(p), addr_at(p), id_at(p)});
   }
 }
 

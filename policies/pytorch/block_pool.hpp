@@ -93,109 +93,173 @@ struct FreeEntry {
 __extension__ typedef unsigned __int128 SizeAddr;
 inline SizeAddr size_addr(Bytes size, Addr addr) { return (SizeAddr{size} << 64) | addr; }
 
-// The free blocks of one stream, ordered by (size, address): a sorted sequence of small sorted
-// chunks (a flat B-tree of height two). The last key of every chunk sits in one contiguous
-// array, so lower_bound is a binary search over it and one inside a chunk; insert/erase move
-// at most one chunk's tail. A full chunk splits in two; an empty one is dropped.
+// The free blocks of one stream, ordered by (size, address), indexed by size class (TLSF-like):
+// class_of() maps sizes monotonically onto 8 classes per power of two, each class keeps its
+// entries sorted by (size, address) in a small array, and a two-level occupancy bitmap finds the
+// next non-empty class in a few instructions. The order over the whole set is the (size, address)
+// order exactly: every size in a class is above every size in a lower class. So the best fit for
+// a request (lower_bound on (rounded, 0), §3.1) is a search inside the request's class, or else
+// the first entry of the next non-empty class; insert/erase move only the tail of one class.
 class StreamBlocks {
  public:
   struct Pos {
-    std::uint32_t chunk;  // ordinal in the sequence
+    std::uint32_t cls;  // size class (kClasses = end)
     std::uint32_t index;
     bool operator==(const Pos&) const = default;
   };
 
   // The first entry not below `key` (end() if none).
   Pos lower_bound(SizeAddr key) const {
-    const std::uint32_t c = chunk_for(key);
-    if (c == last_.size()) return end();
-    return Pos{c, index_in(chunk(c), key)};
+    const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
+    if (has(c)) {
+      const Class& cl = classes_[c];
+      const std::uint32_t i = index_in(cl, key);
+      if (i < cl.size()) return Pos{c, i};
+    }
+    return Pos{next_nonempty(c + 1), 0};
   }
   void insert(SizeAddr key, NodeId id);
-  // Erases the entry at p (not end()). Positions after p in its chunk, and every later chunk's
-  // positions, are invalidated; positions before p stay valid.
+  // Erases the entry at p (not end()). Positions after p in its class are invalidated; every
+  // other position stays valid.
   void erase(Pos p);
   void erase(SizeAddr key);  // the key must be present
-  // Files `key` in place of the entry at p when `key` sorts between the entries before and
-  // after p (so the order holds): the erase of p and the insert of key in one write. False (and
-  // nothing changed) otherwise.
-  bool replace(Pos p, SizeAddr key, NodeId id) {
-    if (p != begin()) {
-      const Pos before = prev(p);
-      if (!(chunk(before.chunk).keys[before.index] < key)) return false;
-    }
-    const Pos after = next(p);
-    if (!is_end(after) && !(key < chunk(after.chunk).keys[after.index])) return false;
-    Chunk& ch = chunk(p.chunk);
-    ch.keys[p.index] = key;
-    ch.ids[p.index] = id;
-    if (p.index + 1 == ch.n) last_[p.chunk] = key;
-    return true;
-  }
+  // Takes the entry at p out and files `key` (a split's remainder or a merged block): the erase
+  // and the insert in one, done in place when `key` stays in p's class (entries of other classes
+  // sort below/above every key of this class, so only the class's own order needs restoring).
+  void refile(Pos p, SizeAddr key, NodeId id);
 
-  Pos begin() const { return Pos{0, 0}; }
-  Pos end() const { return Pos{static_cast<std::uint32_t>(last_.size()), 0}; }
-  bool is_end(Pos p) const { return p.chunk >= last_.size(); }
+  Pos begin() const { return Pos{next_nonempty(0), 0}; }
+  Pos end() const { return Pos{kClasses, 0}; }
+  bool is_end(Pos p) const { return p.cls >= kClasses; }
   Pos next(Pos p) const {
-    if (++p.index >= chunk(p.chunk).n) return Pos{p.chunk + 1, 0};
-    return p;
+    if (p.index + 1 < classes_[p.cls].size()) return Pos{p.cls, p.index + 1};
+    return Pos{next_nonempty(p.cls + 1), 0};
   }
   Pos prev(Pos p) const {  // p must not be begin()
-    if (p.index > 0) return Pos{p.chunk, p.index - 1};
-    return Pos{p.chunk - 1, chunk(p.chunk - 1).n - 1};
+    if (p.index > 0) return Pos{p.cls, p.index - 1};
+    const std::uint32_t c = prev_nonempty(p.cls);
+    return Pos{c, static_cast<std::uint32_t>(classes_[c].size() - 1)};
   }
-  Bytes size_at(Pos p) const { return static_cast<Bytes>(chunk(p.chunk).keys[p.index] >> 64); }
-  Addr addr_at(Pos p) const { return static_cast<Addr>(chunk(p.chunk).keys[p.index]); }
-  NodeId id_at(Pos p) const { return chunk(p.chunk).ids[p.index]; }
+  Bytes size_at(Pos p) const { return static_cast<Bytes>(classes_[p.cls][p.index].key >> 64); }
+  Addr addr_at(Pos p) const { return static_cast<Addr>(classes_[p.cls][p.index].key); }
+  NodeId id_at(Pos p) const { return classes_[p.cls][p.index].id; }
   std::size_t size() const { return size_; }
   void copy_to(StreamId stream, std::vector<FreeEntry>& out) const;
 
- private:
-  // Chunks of 8 keep the tail moves short (lm2.7b-ctx128, callgrind: 16 -> 8 cut the replay by
-  // 5 %; 4 gained under 1 % more while every split moves a longer top-level array).
-  static constexpr std::uint32_t kMaxChunk = 8;
-  struct Chunk {
-    SizeAddr keys[kMaxChunk];
-    NodeId ids[kMaxChunk];
-    std::uint32_t n = 0;
-  };
-  const Chunk& chunk(std::uint32_t c) const { return slots_[order_[c]]; }
-  Chunk& chunk(std::uint32_t c) { return slots_[order_[c]]; }
-  std::uint32_t chunk_for(SizeAddr key) const {  // the first chunk whose last key >= key
-    const SizeAddr* last = last_.data();
-    std::uint32_t lo = 0;
-    auto n = static_cast<std::uint32_t>(last_.size());
-    while (n > 0) {
-      const std::uint32_t half = n / 2;
-      if (last[lo + half] < key) {
-        lo += half + 1;
-        n -= half + 1;
-      } else {
-        n = half;
-      }
-    }
-    return lo;
+  // 8 classes per power of two: sizes below 8 have a class each; a larger size s with highest
+  // bit f falls in class 8 + 8 (f - 3) + the 3 bits below f. Monotonic in s; 2^64 - 1 maps to
+  // 495. (lm2.7b-ctx128, callgrind: 8 per power of two 1 % below 16 or 32; 4 gained 0.5 % more
+  // with twice as wide classes, i.e. longer in-class shifts on other traces.)
+  static constexpr unsigned kSubBits = 3;
+  static constexpr std::uint32_t kClasses = 512;  // a multiple of 64 above the largest class
+  static std::uint32_t class_of(Bytes s) {
+    constexpr Bytes kLinear = Bytes{1} << kSubBits;
+    if (s < kLinear) return static_cast<std::uint32_t>(s);
+    const auto f = static_cast<unsigned>(63 - __builtin_clzll(s));
+    const auto sub = static_cast<std::uint32_t>((s >> (f - kSubBits)) & (kLinear - 1));
+    return static_cast<std::uint32_t>(kLinear) + ((f - kSubBits) << kSubBits) + sub;
   }
-  static std::uint32_t index_in(const Chunk& ch, SizeAddr key) {
-    std::uint32_t lo = 0;
-    std::uint32_t n = ch.n;
-    while (n > 0) {
-      const std::uint32_t half = n / 2;
-      if (ch.keys[lo + half] < key) {
-        lo += half + 1;
-        n -= half + 1;
-      } else {
-        n = half;
-      }
-    }
-    return lo;
-  }
-  std::uint32_t new_slot();
 
-  std::vector<SizeAddr> last_;        // the last key of each chunk, in sequence order
-  std::vector<std::uint32_t> order_;  // the slot of each chunk, in sequence order
-  std::vector<Chunk> slots_;          // chunk storage; never holds an empty chunk in order_
-  std::vector<std::uint32_t> free_slots_;
+ private:
+  struct Entry {
+    SizeAddr key;
+    NodeId id;
+  };
+  // One class's entries in (size, address) order, in a ring buffer: the best fit is usually a
+  // class's first entry and a freed block usually sorts last (the replay of lm2.7b-ctx128 fills
+  // classes of ~300 equal-size blocks in address order and takes them from the front), so both
+  // ends change without moving the rest; a change in the middle moves the shorter side.
+  class Class {
+   public:
+    std::uint32_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    Entry& operator[](std::uint32_t i) { return buf_[(head_ + i) & mask_]; }
+    const Entry& operator[](std::uint32_t i) const { return buf_[(head_ + i) & mask_]; }
+    // The ends inline (the common cases above), the middle out of line.
+    void insert(std::uint32_t i, const Entry& e) {
+      if (i == n_ && n_ <= mask_ && !buf_.empty()) {  // append with room
+        buf_[(head_ + n_) & mask_] = e;
+        ++n_;
+        return;
+      }
+      insert_slow(i, e);
+    }
+    void erase(std::uint32_t i) {
+      if (i == 0) {  // the first entry
+        head_ = (head_ + 1) & mask_;
+        --n_;
+        return;
+      }
+      erase_slow(i);
+    }
+
+   private:
+    void insert_slow(std::uint32_t i, const Entry& e);
+    void erase_slow(std::uint32_t i);
+    void grow();
+    std::vector<Entry> buf_;  // capacity: a power of two (mask_ + 1) or nothing
+    std::uint32_t head_ = 0;  // the slot of entry 0
+    std::uint32_t n_ = 0;
+    std::uint32_t mask_ = 0;
+  };
+  static constexpr std::uint32_t kWords = kClasses / 64;
+
+  bool has(std::uint32_t c) const { return (words_[c >> 6] >> (c & 63)) & 1; }
+  // The first non-empty class >= c, or kClasses.
+  std::uint32_t next_nonempty(std::uint32_t c) const {
+    if (c >= kClasses) return kClasses;
+    const std::uint32_t w = c >> 6;
+    const std::uint64_t bits = words_[w] & (~std::uint64_t{0} << (c & 63));
+    if (bits != 0) return (w << 6) + static_cast<std::uint32_t>(__builtin_ctzll(bits));
+    const std::uint64_t rest = summary_ & (~std::uint64_t{0} << w << 1);
+    if (rest == 0) return kClasses;
+    const auto w2 = static_cast<std::uint32_t>(__builtin_ctzll(rest));
+    return (w2 << 6) + static_cast<std::uint32_t>(__builtin_ctzll(words_[w2]));
+  }
+  // The last non-empty class < c (one must exist).
+  std::uint32_t prev_nonempty(std::uint32_t c) const {
+    if (c > 0) {
+      const std::uint32_t b = c - 1;
+      const std::uint32_t w = b >> 6;
+      const std::uint64_t bits = words_[w] & (~std::uint64_t{0} >> (63 - (b & 63)));
+      if (bits != 0) return (w << 6) + 63 - static_cast<std::uint32_t>(__builtin_clzll(bits));
+      const std::uint64_t below = summary_ & ((std::uint64_t{1} << w) - 1);
+      const auto w2 = static_cast<std::uint32_t>(63 - __builtin_clzll(below));
+      return (w2 << 6) + 63 - static_cast<std::uint32_t>(__builtin_clzll(words_[w2]));
+    }
+    return kClasses;  // unreachable for a p other than begin()
+  }
+  void mark(std::uint32_t c) {
+    words_[c >> 6] |= std::uint64_t{1} << (c & 63);
+    summary_ |= std::uint64_t{1} << (c >> 6);
+  }
+  void unmark(std::uint32_t c) {
+    words_[c >> 6] &= ~(std::uint64_t{1} << (c & 63));
+    if (words_[c >> 6] == 0) summary_ &= ~(std::uint64_t{1} << (c >> 6));
+  }
+  // The first entry >= key. The ends are tried first: a best fit is usually the first entry
+  // of its class and a freed block usually sorts last (see Class).
+  static std::uint32_t index_in(const Class& cl, SizeAddr key) {
+    const std::uint32_t size = cl.size();
+    if (size == 0 || !(cl[0].key < key)) return 0;
+    if (cl[size - 1].key < key) return size;
+    std::uint32_t lo = 1;  // entries 1 .. size - 2 are left; entry size - 1 is >= key
+    std::uint32_t n = size - 2;
+    while (n > 0) {
+      const std::uint32_t half = n / 2;
+      if (cl[lo + half].key < key) {
+        lo += half + 1;
+        n -= half + 1;
+      } else {
+        n = half;
+      }
+    }
+    return lo;
+  }
+
+  std::vector<Class> classes_ = std::vector<Class>(kClasses);
+  std::uint64_t words_[kWords] = {};
+  std::uint64_t summary_ = 0;  // bit w: words_[w] != 0
   std::size_t size_ = 0;
 };
 

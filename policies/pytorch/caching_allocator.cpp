@@ -23,6 +23,7 @@ CachingAllocator::CachingAllocator(Config config, Device& device)
       allowed_ = static_cast<Bytes>(f * static_cast<double>(device_.capacity()));
     }
   }
+  gc_enabled_ = allowed_.has_value() && config_.garbage_collection_threshold > 0.0;
   stats_.max_split_size = config_.max_split_size == kUnlimited ? -1 : static_cast<std::int64_t>(config_.max_split_size);
   scratch_.reserve(256);
 }
@@ -39,13 +40,14 @@ std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
   r.requested = size;
   bounds_.saw_request(size);
   r.rounded = round_size(size, config_.rounding);
-  r.alloc_size = get_allocation_size(r.rounded, config_.large_segment_size);
   r.stream = stream;
   r.pool = &pool_of(pool_for(r.rounded));
 
   // Step 3: search (free-memory callbacks are a no-op here, §3.2). Steps 4-5: GC, then the ladder.
   bool found = get_free_block(r);
   if (!found) {
+    // The segment size (§1.5) is needed only past the search: by the ladder and the OOM text.
+    r.alloc_size = get_allocation_size(r.rounded, config_.large_segment_size);
     if (gc_enabled()) {
       garbage_collect_cached_blocks();
     } else {
@@ -182,16 +184,18 @@ Block CachingAllocator::alloc_found_block(Request& r) {
   b.serial = ++serial_;
   stats_.allocation.increase(pool, 1);
   stats_.allocated_bytes.increase(pool, b.size);
-  stats_.active.increase(pool, 1);
-  stats_.active_bytes.increase(pool, b.size);
+  if (active_split_) {  // else they are the allocation stats (split_active())
+    stats_.active.increase(pool, 1);
+    stats_.active_bytes.increase(pool, b.size);
+  }
   stats_.requested_bytes.increase(pool, b.requested);
   if (b.size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
   return Block{b.addr, b.size, b.requested, b.stream, cookie_of(r.block, b)};
 }
 
 // The best fit leaves its pool and a split's remainder enters it (§4.2). The remainder sorts
-// just below the block it was cut from, so unless another block lies between the two it takes
-// the block's place in the set: one write instead of an erase and an insert.
+// just below the block it was cut from, often in the same size class: then it takes the
+// block's place there (StreamBlocks::refile) instead of an erase and an insert.
 void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
   if (r.found_in == nullptr) {  // a new segment or pages: not in the pool
     if (remainder != kNil) insert_into_blocks(*r.pool, remainder);
@@ -205,11 +209,7 @@ void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
   }
   Node& n = nodes_[remainder];
   n.gc_base = r.pool->get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
-  const SizeAddr key = size_addr(n.size, n.addr);
-  if (!set.replace(r.found_at, key, remainder)) {
-    set.erase(r.found_at);
-    set.insert(key, remainder);
-  }
+  set.refile(r.found_at, size_addr(n.size, n.addr), remainder);
 }
 
 void CachingAllocator::oom(const Request& r) {
@@ -240,6 +240,7 @@ Node* CachingAllocator::lookup(const Block& block) {
 void CachingAllocator::free_requested(const Block& block) {
   Node* n = lookup(block);
   if (n == nullptr || !n->allocated) return;
+  split_active();  // before allocation drops: active keeps counting the pending block
   n->allocated = false;
   stats_.allocation.decrease(n->pool, 1);
   stats_.allocated_bytes.decrease(n->pool, n->size);
@@ -291,7 +292,7 @@ void CachingAllocator::free_block(NodeId id) {
   std::int64_t d_count = 0;
   std::int64_t d_bytes = 0;
   // The last free mapped neighbour absorbed stays filed until the end: the merged block sorts
-  // above it (it is larger), often right there, and then takes its place in the set.
+  // above it (it is larger), often in the same size class, and then takes its place there.
   StreamBlocks* kept_in = nullptr;
   StreamBlocks::Pos kept_at{};
   const NodeId candidates[2] = {n.prev, n.next};
@@ -317,11 +318,7 @@ void CachingAllocator::free_block(NodeId id) {
   } else {
     Node& merged = nodes_[id];
     merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
-    const SizeAddr key = size_addr(merged.size, merged.addr);
-    if (!kept_in->replace(kept_at, key, id)) {
-      kept_in->erase(kept_at);
-      kept_in->insert(key, id);
-    }
+    kept_in->refile(kept_at, size_addr(merged.size, merged.addr), id);
   }
   const Node& m = nodes_[id];
   if (m.is_split()) {
@@ -332,8 +329,11 @@ void CachingAllocator::free_block(NodeId id) {
     stats_.inactive_split.apply(kind, d_count);
     stats_.inactive_split_bytes.apply(kind, d_bytes);
   }
-  stats_.active.decrease(kind, 1);
-  stats_.active_bytes.decrease(kind, original_size);
+  // Without a pending block ever, free() has just taken the same amounts off allocation (split_active()).
+  if (active_split_) {
+    stats_.active.decrease(kind, 1);
+    stats_.active_bytes.decrease(kind, original_size);
+  }
   stats_.requested_bytes.decrease(kind, requested);
 }
 

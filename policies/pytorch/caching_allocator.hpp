@@ -56,7 +56,10 @@ class CachingAllocator {
   std::vector<std::optional<Block>> adopt(const InitialState& initial);
   std::vector<StartBlock> start_blocks() const;
 
-  const DeviceStats& stats() const { return stats_; }
+  const DeviceStats& stats() const {
+    settle_active();
+    return stats_;
+  }
   const Config& config() const { return config_; }
   const std::string& last_oom_message() const { return last_oom_; }
   std::vector<SegmentView> segments() const;
@@ -76,7 +79,7 @@ class CachingAllocator {
   struct Request {
     Bytes requested;
     Bytes rounded;
-    Bytes alloc_size;
+    Bytes alloc_size = 0;  // set by malloc only on a miss (get_free_block found nothing)
     StreamId stream;
     BlockPool* pool;
     NodeId block = kNil;
@@ -87,20 +90,37 @@ class CachingAllocator {
   };
 
   BlockPool& pool_of(PoolKind kind) { return pools_[static_cast<int>(kind)]; }
-  bool gc_enabled() const { return allowed_.has_value() && config_.garbage_collection_threshold > 0.0; }
+  bool gc_enabled() const { return gc_enabled_; }
   Node* lookup(const Block& block);
   static std::uint64_t cookie_of(NodeId id, const Node& n) { return (std::uint64_t{n.serial} << 32) | id; }
 
+  // §8: "active" counts allocated plus pending-free blocks, so until the first block goes
+  // pending (a free request not yet completed) active and active_bytes move exactly as
+  // allocation and allocated_bytes do (same amounts, same order, so the same peaks). Until then
+  // only the allocation stats are updated and the active ones are copied from them when read;
+  // split_active() copies them once, just before the first block goes pending, and from then on
+  // both are updated (most traces never have a pending block: two stat updates less per call).
+  void split_active() {
+    if (active_split_) return;
+    settle_active();
+    active_split_ = true;
+  }
+  void settle_active() const {
+    if (active_split_) return;
+    stats_.active = stats_.allocation;
+    stats_.active_bytes = stats_.allocated_bytes;
+  }
+
   // caching_allocator.cpp
-  bool get_free_block(Request& r);
+  [[gnu::always_inline]] inline bool get_free_block(Request& r);  // malloc is its one caller
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
-  Block alloc_found_block(Request& r);
+  [[gnu::always_inline]] inline Block alloc_found_block(Request& r);  // malloc is its one caller
   void free_block(NodeId id);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
   Bytes absorb_block(NodeId dst, NodeId src);
   void insert_into_blocks(BlockPool& pool, NodeId id);
-  void take_found_block(Request& r, NodeId remainder);
+  [[gnu::always_inline]] inline void take_found_block(Request& r, NodeId remainder);  // for alloc_found_block only
   void oom(const Request& r);
 
   // release.cpp
@@ -126,13 +146,16 @@ class CachingAllocator {
   bool expandable_active_;        // expandable_segments:True in a version that has them
   Bytes oversize_slack_;          // §3.2 step 4 R
   std::optional<Bytes> allowed_;  // allowed_memory_maximum (memory fraction), §5.6
+  bool gc_enabled_ = false;       // §3.3: a memory fraction and a threshold > 0 (fixed at construction)
   NodeArena nodes_;
   std::array<BlockPool, 2> pools_{BlockPool(PoolKind::Small), BlockPool(PoolKind::Large)};
   std::vector<ExpandableSegment> expandable_;
   // Blocks whose free was requested but not completed, FIFO; entries go stale when completed.
   std::vector<std::pair<NodeId, std::uint32_t>> pending_;
   std::size_t pending_live_ = 0;
-  DeviceStats stats_;
+  // mutable: settle_active() fills active/active_bytes in on read (see split_active()).
+  mutable DeviceStats stats_;
+  bool active_split_ = false;  // a block has gone pending: the active stats are updated on their own
   Bytes total_ = 0;
   std::uint32_t serial_ = 0;
   std::string last_oom_;

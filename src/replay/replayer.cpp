@@ -72,7 +72,12 @@ class LiveTable {
   }
   void erase(AllocId id) {
     if (dense_) {
-      slot(id) = LiveAllocation{};  // find() returned it: constructed
+      // find() returned it: constructed. Only the flags are reset: the block is read only while
+      // in_use, and the next alloc of this id writes it (or marks the slot out_of_memory).
+      LiveAllocation& live = slot(id);
+      live.in_use = false;
+      live.free_requested = false;
+      live.out_of_memory = false;
       return;
     }
     if (paged_ && (id >> kPageBits) < pages_.size()) {

@@ -237,6 +237,43 @@ TEST(Allocator, PendingFreeIsNotReusableUntilCompleted) {
   EXPECT_EQ(r.malloc(1).addr, B);
 }
 
+// §8: active = allocated + pending-free blocks. Until the first pending block the active stats
+// equal the allocation stats; their peaks and totals must carry over once they part.
+TEST(Allocator, ActiveStatsKeepTheirHistoryWhenTheFirstFreeGoesPending) {
+  Rig r;
+  const Block a = r.malloc(1);        // [B, B+512)
+  const Block b = r.malloc(1048576);  // [B+512, B+512+1 MiB), small pool
+  r.alloc.free(a);                    // plain free: both counts drop together
+  // 2 blocks (512 + 1,048,576 bytes) handed out, one (512) returned.
+  EXPECT_EQ(r.stat("active.all.current"), 1);
+  EXPECT_EQ(r.stat("active.all.peak"), 2);
+  EXPECT_EQ(r.stat("active_bytes.all.allocated"), 1049088);
+  EXPECT_EQ(r.stat("active_bytes.all.freed"), 512);
+  r.alloc.free_requested(b);  // b pending: allocation drops, active does not
+  EXPECT_EQ(r.stat("allocation.all.current"), 0);
+  EXPECT_EQ(r.stat("allocation.all.freed"), 2);
+  EXPECT_EQ(r.stat("active.all.current"), 1);
+  EXPECT_EQ(r.stat("active.all.freed"), 1);
+  EXPECT_EQ(r.stat("active_bytes.all.current"), 1048576);
+  const Block c = r.malloc(1);  // a's 512 bytes at B are the best fit
+  EXPECT_EQ(c.addr, B);
+  // allocation: 1 now, peak still 2 (a and b), 3 handed out; active: a pending b and c = 2.
+  EXPECT_EQ(r.stat("allocation.all.current"), 1);
+  EXPECT_EQ(r.stat("allocation.all.allocated"), 3);
+  EXPECT_EQ(r.stat("active.all.current"), 2);
+  EXPECT_EQ(r.stat("active.small_pool.peak"), 2);
+  EXPECT_EQ(r.stat("active.all.allocated"), 3);
+  EXPECT_EQ(r.stat("active_bytes.all.current"), 1049088);
+  EXPECT_EQ(r.stat("active_bytes.all.peak"), 1049088);
+  EXPECT_EQ(r.stat("allocated_bytes.all.current"), 512);
+  r.alloc.free_completed(b);  // b leaves active: 512 + 1,048,576 returned in all
+  EXPECT_EQ(r.stat("active.all.current"), 1);
+  EXPECT_EQ(r.stat("active.all.freed"), 2);
+  EXPECT_EQ(r.stat("active_bytes.all.current"), 512);
+  EXPECT_EQ(r.stat("active_bytes.all.freed"), 1049088);
+  EXPECT_EQ(r.stat("allocation.all.freed"), 2);  // the completion is not a second user free
+}
+
 TEST(Allocator, EmptyCacheCompletesPendingFreesAndIgnoresTheLateCompletion) {
   Rig r;
   const Block x = r.malloc(1);

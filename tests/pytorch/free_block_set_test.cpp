@@ -114,9 +114,10 @@ TEST(FreeBlockSet, MatchesAnOrderedSetUnderInsertsAndBothErases) {
   EXPECT_EQ(walk(set), std::vector(ref.begin(), ref.end()));
 }
 
-// replace() files a key in place of an entry exactly when the order allows it: the key sorts
-// between the entry's predecessor and its successor in its stream (found with std::set).
-TEST(FreeBlockSet, ReplaceOnlyWhereTheOrderHolds) {
+// refile() takes an entry out and files another key (a split's remainder or a merged block):
+// the set must end up as std::set does after the erase and the insert, whether the key stays
+// in the entry's size class (in place, or moved inside the class) or lands in another class.
+TEST(FreeBlockSet, RefileMatchesEraseThenInsert) {
   FreeBlockSet set;
   Ref ref;
   std::uint64_t state = 777;
@@ -126,11 +127,12 @@ TEST(FreeBlockSet, ReplaceOnlyWhereTheOrderHolds) {
   };
   const StreamId stream = 9;
   Addr next_addr = 0x10000;
-  int replaced = 0;
-  int refused = 0;
+  int same_class = 0;
+  int other_class = 0;
   for (int step = 0; step < 20000; ++step) {
     if (ref.size() < 50 || (ref.size() < 300 && rnd(2) == 0)) {
-      const Bytes size = 512 * (1 + rnd(3000));  // spread: a remainder often fits in place
+      // Spread sizes, and a few popular ones (many equal sizes in one class).
+      const Bytes size = rnd(2) == 0 ? 512 * (1 + rnd(3000)) : (Bytes{1} << 20) * (1 + rnd(3));
       set.insert(FreeEntry{stream, size, next_addr, 0});
       ref.emplace(stream, size, next_addr);
       next_addr += 0x200;
@@ -139,38 +141,114 @@ TEST(FreeBlockSet, ReplaceOnlyWhereTheOrderHolds) {
     auto victim = ref.begin();
     std::advance(victim, static_cast<std::ptrdiff_t>(rnd(ref.size())));
     const auto [s, size, addr] = *victim;
-    // A split's remainder (smaller, at a higher address) or a merged block (larger).
-    const Bytes new_size = rnd(3) == 0 ? size + 512 * rnd(6) : size - std::min<Bytes>(size - 512, 512 * rnd(6));
-    const Addr new_addr = next_addr;
+    // A split's remainder (smaller, at a higher address) or a merged block (larger), by a few
+    // bytes or by a lot; sometimes at a lower address (a merge with the block below).
+    const Bytes delta = rnd(2) == 0 ? 512 * rnd(6) : 512 * rnd(4096);
+    const Bytes new_size = rnd(3) == 0 ? size + delta : size - std::min<Bytes>(size - 512, delta);
+    const Addr new_addr = rnd(4) == 0 ? addr - 0x200 * (1 + rnd(4)) : next_addr;
     next_addr += 0x200;
     const std::tuple<StreamId, Bytes, Addr> key{stream, new_size, new_addr};
-    const bool order_holds = (victim == ref.begin() || *std::prev(victim) < key) &&
-                             (std::next(victim) == ref.end() || key < *std::next(victim));
+    if (ref.count(key) != 0) continue;  // keys are unique
     StreamBlocks* blocks = set.find(stream);
     const StreamBlocks::Pos p = blocks->lower_bound(size_addr(size, addr));
-    ASSERT_EQ(blocks->replace(p, size_addr(new_size, new_addr), 1), order_holds) << "step " << step;
-    if (order_holds) {
-      ref.erase(victim);
-      ref.insert(key);
-      ++replaced;
-    } else {
-      ++refused;
-    }
+    (StreamBlocks::class_of(new_size) == StreamBlocks::class_of(size) ? same_class : other_class) += 1;
+    blocks->refile(p, size_addr(new_size, new_addr), 1);
+    ref.erase(victim);
+    ref.insert(key);
     ASSERT_EQ(set.size(), ref.size());
     if (step % 53 == 0) {
-      ASSERT_EQ(walk_both_ways(*blocks, stream), std::vector(ref.begin(), ref.end()));
-    }
-    // The chunks' last keys must follow a replace of a chunk's last entry: lower_bound finds all.
-    for (const auto& [t, sz, a] : ref) {
-      if (step % 53 != 0) break;
-      const StreamBlocks::Pos q = blocks->lower_bound(size_addr(sz, a));
-      ASSERT_FALSE(blocks->is_end(q));
-      ASSERT_EQ(blocks->addr_at(q), a);
+      ASSERT_EQ(walk_both_ways(*blocks, stream), std::vector(ref.begin(), ref.end())) << "step " << step;
+      for (const auto& [t, sz, a] : ref) {  // every entry is found where std::set has it
+        const StreamBlocks::Pos q = blocks->lower_bound(size_addr(sz, a));
+        ASSERT_FALSE(blocks->is_end(q));
+        ASSERT_EQ(blocks->addr_at(q), a);
+        ASSERT_EQ(blocks->size_at(q), sz);
+      }
     }
   }
-  EXPECT_GT(replaced, 100);  // both outcomes were exercised
-  EXPECT_GT(refused, 100);
+  EXPECT_GT(same_class, 100);  // both paths were exercised
+  EXPECT_GT(other_class, 100);
   EXPECT_EQ(walk(set), std::vector(ref.begin(), ref.end()));
+}
+
+// The pattern of a training step: many equal-size blocks freed in address order and taken back
+// by best fit from the lowest address, interleaved, so a class's ring buffer wraps and grows
+// and both ends and the middle move. Every best fit must be std::set's.
+TEST(FreeBlockSet, EqualSizesTakenFromTheFrontAndFreedAtTheBack) {
+  FreeBlockSet set;
+  Ref ref;
+  std::uint64_t state = 4242;
+  auto rnd = [&state](std::uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  const StreamId stream = 1;
+  const Bytes sizes[3] = {2 << 20, (2 << 20) + 512, 20 << 20};  // the first two share a class
+  ASSERT_EQ(StreamBlocks::class_of(sizes[0]), StreamBlocks::class_of(sizes[1]));
+  Addr next_addr = Addr{1} << 40;  // above every address of a late-freed block below
+  for (int step = 0; step < 40000; ++step) {
+    const std::uint64_t phase = (step / 1000) % 2;  // grow for a while, then shrink
+    if (ref.empty() || rnd(10) < (phase == 0 ? 7u : 3u)) {
+      const Bytes size = sizes[rnd(10) < 8 ? 0 : 1 + rnd(2)];
+      // Mostly above every address so far; sometimes below (a block freed late).
+      const Addr addr = rnd(8) == 0 ? 0x1000 + 0x200 * static_cast<Addr>(step) : next_addr;
+      next_addr += 0x200;
+      set.insert(FreeEntry{stream, size, addr, 0});
+      ref.emplace(stream, size, addr);
+      continue;
+    }
+    const Bytes request = sizes[rnd(3)] - 512 * rnd(2);
+    StreamBlocks* blocks = set.find(stream);
+    const StreamBlocks::Pos p = blocks->lower_bound(size_addr(request, 0));
+    const auto it = ref.lower_bound({stream, request, 0});
+    if (it == ref.end()) {
+      ASSERT_TRUE(blocks->is_end(p)) << "step " << step;
+      continue;
+    }
+    ASSERT_FALSE(blocks->is_end(p)) << "step " << step;
+    ASSERT_EQ(std::make_tuple(stream, blocks->size_at(p), blocks->addr_at(p)), *it) << "step " << step;
+    blocks->erase(p);
+    ref.erase(it);
+    if (step % 101 == 0) {
+      ASSERT_EQ(walk_both_ways(*blocks, stream), std::vector(ref.begin(), ref.end())) << "step " << step;
+    }
+  }
+  // Drain to empty: an empty pool has no best fit and begin() is end().
+  StreamBlocks* blocks = set.find(stream);
+  while (!ref.empty()) {
+    const StreamBlocks::Pos p = blocks->lower_bound(size_addr(0, 0));
+    ASSERT_EQ(std::make_tuple(stream, blocks->size_at(p), blocks->addr_at(p)), *ref.begin());
+    blocks->erase(p);
+    ref.erase(ref.begin());
+  }
+  EXPECT_EQ(blocks->size(), 0u);
+  EXPECT_TRUE(blocks->is_end(blocks->lower_bound(size_addr(512, 0))));
+  EXPECT_TRUE(blocks->is_end(blocks->begin()));
+  EXPECT_EQ(blocks->begin(), blocks->end());
+}
+
+// The size classes follow the sizes' order (so the class order is the set's order), by hand:
+// 8 classes per power of two, the largest size in the last used class.
+TEST(FreeBlockSet, SizeClassesAreMonotonic) {
+  EXPECT_EQ(StreamBlocks::class_of(0), 0u);
+  EXPECT_EQ(StreamBlocks::class_of(7), 7u);
+  EXPECT_EQ(StreamBlocks::class_of(8), 8u);    // 2^3: first class of the power-of-two part
+  EXPECT_EQ(StreamBlocks::class_of(9), 9u);    // 8 classes of width 1 from 8 to 15
+  EXPECT_EQ(StreamBlocks::class_of(16), 16u);  // 2^4: 8 classes of width 2
+  EXPECT_EQ(StreamBlocks::class_of(17), 16u);
+  EXPECT_EQ(StreamBlocks::class_of(512), 8u + 8u * 6u);       // 2^9
+  EXPECT_EQ(StreamBlocks::class_of(512 + 63), 8u + 8u * 6u);  // 512/8 = 64 per class
+  EXPECT_EQ(StreamBlocks::class_of(512 + 64), 8u + 8u * 6u + 1u);
+  EXPECT_EQ(StreamBlocks::class_of(~Bytes{0}), 8u + 8u * 60u + 7u);  // 2^63: 8 + 8 (63 - 3)
+  EXPECT_LT(StreamBlocks::class_of(~Bytes{0}), StreamBlocks::kClasses);
+  std::uint64_t state = 99;
+  for (int i = 0; i < 100000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const Bytes a = state >> (state % 64);
+    const Bytes b = a + (state >> 40) % 4096;
+    if (b < a) continue;  // wrapped
+    ASSERT_LE(StreamBlocks::class_of(a), StreamBlocks::class_of(b)) << a << " " << b;
+  }
 }
 
 TEST(FreeBlockSet, IdOfFindsExactlyTheFiledKey) {
