@@ -51,9 +51,9 @@ nlohmann::json run_json(const ReplayResult& run, const ReportOptions& options) {
         {"oversize_locked_bytes", a.oversize_locked},
         {"small_pool_bytes", a.small_pool},
         {"other_bytes", a.other},
+        // Not a part: held bytes whose data is in host memory (gemini moving chunks; else 0).
+        {"host_resident_bytes", a.host_resident},
     };
-    // Only a policy that keeps held blocks in host memory has any (gemini moving chunks).
-    if (a.host_resident != 0) j["anatomy_at_peak"]["host_resident_bytes"] = a.host_resident;
   }
   if (run.invariant_violations) {
     j["invariant_violations"] = *run.invariant_violations;
