@@ -14,37 +14,10 @@
 #include "fraglab/types.hpp"
 #include "fuzz/pickle_tree.hpp"
 #include "trace/pickle.hpp"
+#include "trace/pickle_checked_path.hpp"
 
 namespace fraglab::pickle {
 namespace {
-
-// Parses `bytes` (from a buffer of exactly its size) with the fast paths, with and without
-// skipping frames, and expects what the checked switch alone gives.
-void expect_as_checked_path(const std::string& bytes, const std::string& what) {
-  std::unique_ptr<char[]> buf(new char[bytes.size()]);
-  if (!bytes.empty()) std::memcpy(buf.get(), bytes.data(), bytes.size());
-  const std::string_view exact(buf.get(), bytes.size());
-  auto error_of = [&](std::unique_ptr<PickleDocument>& doc, const PickleOptions& options) {
-    try {
-      doc = std::make_unique<PickleDocument>(exact, "r.pickle", options);
-      return std::string();
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-  };
-  std::unique_ptr<PickleDocument> reference;
-  const std::string reference_error = error_of(reference, PickleOptions{.skip_key = {}, .fast_paths = false});
-  const PickleOptions variants[] = {{.skip_key = {}, .fast_paths = true}, {.skip_key = "frames", .fast_paths = true}};
-  for (const PickleOptions& options : variants) {
-    std::unique_ptr<PickleDocument> doc;
-    const std::string error = error_of(doc, options);
-    ASSERT_EQ(error, reference_error) << what << ", skip_key '" << options.skip_key << "'";
-    if (!error.empty()) continue;
-    fuzz::PickleTreeCompare compare(options.skip_key);
-    ASSERT_EQ(compare.differences(reference->root(), doc->root()), "")
-        << what << ", skip_key '" << options.skip_key << "'";
-  }
-}
 
 // Protocol 4, as CPython writes a snapshot's trace: a list (slot 0), then in one MARK ... APPENDS
 // dicts {'action': 'alloc', 'addr': A, 'size': S, 'frames': []}, keys and 'alloc' memoized on

@@ -19,6 +19,7 @@
 #include "fraglab/types.hpp"
 #include "fuzz/pickle_tree.hpp"
 #include "trace/pickle.hpp"
+#include "trace/pickle_checked_path.hpp"
 
 namespace fraglab::pickle {
 namespace {
@@ -94,37 +95,6 @@ std::vector<std::uint32_t> stack(int first, int n) {
   return s;
 }
 
-// Parses `bytes` (from a buffer of exactly its size) with the fast paths, with and without
-// skipping frames, and expects what the checked switch alone gives.
-void expect_as_checked_path(const std::string& bytes, const std::string& what) {
-  std::unique_ptr<char[]> buf(new char[bytes.size()]);
-  std::memcpy(buf.get(), bytes.data(), bytes.size());
-  const std::string_view exact(buf.get(), bytes.size());
-  auto error_of = [&](std::unique_ptr<PickleDocument>& doc, const PickleOptions& options) {
-    try {
-      doc = std::make_unique<PickleDocument>(exact, "s.pickle", options);
-      return std::string();
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-  };
-  std::unique_ptr<PickleDocument> reference;
-  const std::string reference_error = error_of(reference, PickleOptions{.skip_key = {}, .fast_paths = false});
-  const PickleOptions variants[] = {{.skip_key = {}, .fast_paths = true}, {.skip_key = "frames", .fast_paths = true}};
-  for (const PickleOptions& options : variants) {
-    std::unique_ptr<PickleDocument> doc;
-    const std::string error = error_of(doc, options);
-    ASSERT_EQ(error, reference_error) << what << ", skip_key '" << options.skip_key << "'";
-    if (!error.empty()) continue;
-    fuzz::PickleTreeCompare compare(options.skip_key);
-    ASSERT_EQ(compare.differences(reference->root(), doc->root()), "")
-        << what << ", skip_key '" << options.skip_key << "'";
-    if (!options.skip_key.empty()) {
-      EXPECT_TRUE(doc->skipped()) << what;
-    }
-  }
-}
-
 // X Y A B C three times over (after X Y comes A: it is then predicted), then X Y `edge` B.
 std::string cycle_then(const std::vector<std::uint32_t>& edge, std::size_t repeats = 3) {
   Writer w(400);
@@ -140,22 +110,22 @@ std::string cycle_then(const std::vector<std::uint32_t>& edge, std::size_t repea
 
 TEST(PickleRunSuccessor, PredictedRunsParseAsTheCheckedPath) {
   const auto a = stack(80, 36);
-  expect_as_checked_path(cycle_then(a), "A again");
-  expect_as_checked_path(cycle_then(a, 1), "A after one cycle");
+  expect_as_checked_path(cycle_then(a), "A again", true);
+  expect_as_checked_path(cycle_then(a, 1), "A after one cycle", true);
 }
 
 TEST(PickleRunSuccessor, RunThatDiffersFromThePrediction) {
   const auto a = stack(80, 36);
   auto longer = a;
   longer.push_back(Writer::frame(7));  // the prediction is a prefix: a GET follows its bytes
-  expect_as_checked_path(cycle_then(longer), "A and one GET more");
+  expect_as_checked_path(cycle_then(longer), "A and one GET more", true);
   auto shorter = a;
   shorter.pop_back();  // APPENDS where the prediction has a GET
-  expect_as_checked_path(cycle_then(shorter), "A less its last GET");
+  expect_as_checked_path(cycle_then(shorter), "A less its last GET", true);
   for (std::size_t at : {std::size_t{0}, std::size_t{17}, a.size() - 1}) {
     auto changed = a;
     changed[at] = Writer::frame(399);
-    expect_as_checked_path(cycle_then(changed), "A with GET " + std::to_string(at) + " changed");
+    expect_as_checked_path(cycle_then(changed), "A with GET " + std::to_string(at) + " changed", true);
   }
 }
 
@@ -163,11 +133,12 @@ TEST(PickleRunSuccessor, PredictedBytesThenABadGet) {
   auto bad = stack(80, 36);
   bad.push_back(70000);  // a slot never stored, right after the predicted bytes
   const std::string bytes = cycle_then(bad);
-  expect_as_checked_path(bytes, "A then a bad GET");
+  expect_as_checked_path(bytes, "A then a bad GET", true);
   for (std::size_t at : {std::size_t{0}, std::size_t{20}, std::size_t{35}}) {
     auto named_bad = stack(80, 36);
     named_bad[at] = 70000;  // as long as the GET it replaces (LONG_BINGET at 20 and 35)
-    expect_as_checked_path(cycle_then(named_bad), "A with GET " + std::to_string(at) + " naming a slot never stored");
+    expect_as_checked_path(cycle_then(named_bad), "A with GET " + std::to_string(at) + " naming a slot never stored",
+                           true);
   }
   std::unique_ptr<PickleDocument> doc;
   EXPECT_THROW(doc = std::make_unique<PickleDocument>(bytes, "s.pickle",
@@ -180,7 +151,7 @@ TEST(PickleRunSuccessor, InputCutInOrRightAfterAPredictedRun) {
   const std::string whole = cycle_then(stack(80, 36));
   ASSERT_GT(whole.size(), 600u);
   for (std::size_t n = whole.size() - 600; n < whole.size(); ++n)
-    expect_as_checked_path(whole.substr(0, n), "cut at " + std::to_string(n));
+    expect_as_checked_path(whole.substr(0, n), "cut at " + std::to_string(n), true);
 }
 
 }  // namespace
