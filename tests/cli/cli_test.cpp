@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include "support/command.hpp"
 #include "support/real_traces.hpp"
 
 namespace {
@@ -22,11 +23,7 @@ struct CommandRun {
   std::string err;  // stderr
 };
 
-fs::path temp_dir() {
-  fs::path dir = fs::temp_directory_path() / ("fraglab-cli-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return fraglab::testing::scratch_dir("cli"); }
 
 std::string slurp(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -8,9 +8,11 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,9 +26,28 @@ struct CommandResult {
   std::string err;
 };
 
-// A fresh folder per test binary run (named by pid) under the system temp dir.
+// This process's own folder under the system temp dir, made by mkdtemp on first use and removed
+// when the process exits. Not named by pid: a pid is reused, and a folder left by an earlier run
+// (another build, an older fraglab, a crash) must never be mistaken for this run's files.
+inline const fs::path& scratch_root() {
+  static const fs::path root = [] {
+    std::string pattern = (fs::temp_directory_path() / "fraglab-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
+    static const fs::path to_remove = pattern;
+    static const pid_t owner = ::getpid();
+    std::atexit([] {
+      if (::getpid() != owner) return;  // a forked child that exits normally leaves the folder alone
+      std::error_code ignored;
+      fs::remove_all(to_remove, ignored);
+    });
+    return fs::path(pattern);
+  }();
+  return root;
+}
+
+// A fresh folder of this process for one use (`name`), inside scratch_root().
 inline fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("fraglab-" + name + "-" + std::to_string(::getpid()));
+  const fs::path dir = scratch_root() / name;
   fs::create_directories(dir);
   return dir;
 }
