@@ -15,6 +15,7 @@
 #include "fuzz/pickle_tree.hpp"
 #include "trace/pickle.hpp"
 #include "trace/pickle_checked_path.hpp"
+#include "trace/pickle_memo_writer.hpp"
 
 namespace fraglab::pickle {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 // Protocol 4, as CPython writes a snapshot's trace: a list (slot 0), then in one MARK ... APPENDS
 // dicts {'action': 'alloc', 'addr': A, 'size': S, 'frames': []}, keys and 'alloc' memoized on
 // first use and fetched by BINGET after.
-class Writer {
+class Writer : MemoWriter {
  public:
   // `gap`: a sparse BINPUT 200 of a str before the list's items (memo slots left unset).
   explicit Writer(bool gap) {
@@ -34,12 +35,7 @@ class Writer {
     out_ += "}\x94(";
     ++next_slot_;
     key("action", action_slot_);
-    if (alloc_slot_ == 0) {
-      alloc_slot_ = next_slot_;
-      str("alloc");
-    } else {
-      get(alloc_slot_);
-    }
+    MemoWriter::key("alloc", alloc_slot_);  // the value, memoized like a key
     key("addr", addr_slot_);
     out_ += "\x8a\x06";  // LONG1, 6 bytes
     for (int i = 0; i < 6; ++i) out_ += static_cast<char>((addr >> (8 * i)) & 0xff);
@@ -67,27 +63,6 @@ class Writer {
   std::string finish() const { return out_ + "e."; }  // APPENDS, STOP
 
  private:
-  void str(const std::string& s) {
-    out_ += '\x8c';
-    out_ += static_cast<char>(s.size());
-    out_ += s;
-    out_ += '\x94';
-    ++next_slot_;
-  }
-  void get(std::uint32_t slot) {
-    out_ += 'h';
-    out_ += static_cast<char>(slot);
-  }
-  void key(const std::string& name, std::uint32_t& slot) {
-    if (slot == 0) {
-      slot = next_slot_;
-      str(name);
-    } else {
-      get(slot);
-    }
-  }
-  std::string out_;
-  std::uint32_t next_slot_ = 0;
   std::uint32_t action_slot_ = 0, alloc_slot_ = 0, addr_slot_ = 0, size_slot_ = 0, frames_slot_ = 0;
 };
 

@@ -20,13 +20,14 @@
 #include "fuzz/pickle_tree.hpp"
 #include "trace/pickle.hpp"
 #include "trace/pickle_checked_path.hpp"
+#include "trace/pickle_memo_writer.hpp"
 
 namespace fraglab::pickle {
 namespace {
 
 // Writes a protocol-4 pickle of a list: first a list of frame strings (memo slots 2..), then
 // trace-entry-like dicts {'action': 'alloc', 'frames': [GETs of frame strings]}.
-class Writer {
+class Writer : MemoWriter {
  public:
   explicit Writer(int frames) {
     out_ = "\x80\x04]\x94(]\x94(";  // outer list (slot 0), MARK, the frames' list (slot 1), MARK
@@ -41,12 +42,7 @@ class Writer {
     out_ += "}\x94(";
     ++next_slot_;
     key("action");
-    if (alloc_slot_ == 0) {
-      alloc_slot_ = next_slot_;
-      str("alloc");
-    } else {
-      get(alloc_slot_);
-    }
+    MemoWriter::key("alloc", alloc_slot_);  // the value, memoized like a key
     key("frames");
     out_ += "]\x94(";
     ++next_slot_;
@@ -56,33 +52,7 @@ class Writer {
   std::string finish() const { return out_ + "e."; }  // APPENDS the entries, STOP
 
  private:
-  void str(const std::string& s) {
-    out_ += '\x8c';
-    out_ += static_cast<char>(s.size());
-    out_ += s;
-    out_ += '\x94';
-    ++next_slot_;
-  }
-  void get(std::uint32_t slot) {
-    if (slot < 256) {
-      out_ += 'h';
-      out_ += static_cast<char>(slot);
-    } else {
-      out_ += 'j';
-      for (int i = 0; i < 4; ++i) out_ += static_cast<char>((slot >> (8 * i)) & 0xff);
-    }
-  }
-  void key(const std::string& name) {
-    std::uint32_t& slot = name == "action" ? action_slot_ : frames_slot_;
-    if (slot == 0) {
-      slot = next_slot_;
-      str(name);
-    } else {
-      get(slot);
-    }
-  }
-  std::string out_;
-  std::uint32_t next_slot_ = 0;
+  void key(const std::string& name) { MemoWriter::key(name, name == "action" ? action_slot_ : frames_slot_); }
   std::uint32_t action_slot_ = 0, frames_slot_ = 0, alloc_slot_ = 0;
 };
 
