@@ -50,8 +50,9 @@ double overhead_over(Bytes peak_reserved, Bytes lower_bound);
 // One row per run plus the lower bound (peak requested bytes) as its own row.
 std::string compare_table(const TraceSummary& summary, const std::vector<ReplayResult>& runs,
                           const ReportOptions& options = {});
-// `compare --anatomy`: one row per run with its anatomy at the peak (README "Fragmentation
-// anatomy"); runs without one are left out.
+// `compare --anatomy`: a title line saying how the parts add up, then one row per run with its
+// anatomy at the peak (README "Fragmentation anatomy"); runs without one are left out. A
+// host_resident column (and the title's "+ host_resident") only when some run has any.
 std::string anatomy_table(const std::vector<ReplayResult>& runs);
 // results_json plus "lower_bound_bytes" and, per run, "overhead_over_lower_bound".
 nlohmann::json compare_json(const Trace& trace, const TraceSummary& summary, const DeviceDescription& device,

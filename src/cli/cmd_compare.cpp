@@ -96,9 +96,7 @@ int cmd_compare(int argc, char** argv) {
                              summary.allocs, describe_choice(device), start_state_header(trace, replay.start_state));
     std::cout << compare_table(summary, runs, report);
     if (vm.count("anatomy") > 0) {
-      std::cout << "\nanatomy at the peak (README \"Fragmentation anatomy\"): reserved - requested = rounding + "
-                   "free_usable + stream_bound + oversize + small_pool + other\n";
-      std::cout << anatomy_table(runs);
+      std::cout << '\n' << anatomy_table(runs);
     }
     for (const std::string& line : skipped) std::cout << line << '\n';
     for (const ReplayResult& r : runs) {

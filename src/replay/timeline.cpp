@@ -25,7 +25,7 @@ void TimelineWriter::write_header(std::ostream& out, bool anatomy) {
   out << "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s";
   if (anatomy) {
     out << ",rounding_bytes,cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,"
-           "other_bytes";
+           "other_bytes,host_resident_bytes";
   }
   out << '\n';
 }
@@ -59,8 +59,8 @@ void TimelineWriter::on_event(const ReplayPoint& point) {
     const Anatomy a =
         anatomy_of(*policy_obj_, AnatomyInput{static_cast<std::int64_t>(point.event_index), point.reserved,
                                               point.requested, point.held, counters_.stream()});
-    fmt::format_to(std::back_inserter(buffer_), ",{},{},{},{},{},{}", a.rounding, a.cached_free_usable, a.stream_bound,
-                   a.oversize_locked, a.small_pool, a.other);
+    fmt::format_to(std::back_inserter(buffer_), ",{},{},{},{},{},{},{}", a.rounding, a.cached_free_usable,
+                   a.stream_bound, a.oversize_locked, a.small_pool, a.other, a.host_resident);
   }
   buffer_ += '\n';
   // Write as we go: a long replay that is interrupted keeps what it measured.

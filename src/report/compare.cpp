@@ -56,18 +56,29 @@ std::string signed_bytes(std::int64_t n) {
 
 std::string anatomy_table(const std::vector<ReplayResult>& runs) {
   size_t width = std::string_view("policy").size();
-  for (const ReplayResult& r : runs) width = std::max(width, row_name(r).size());
-  std::string out = fmt::format("{:<{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}\n",
-                                "policy", width, "event", "reserved", "requested", "rounding", "free_usable",
-                                "stream_bound", "oversize", "small_pool", "other");
+  bool any_on_host = false;  // the host_resident column only when some run keeps blocks on the host
+  // (stream_bound is 12 wide: its header is)
+  for (const ReplayResult& r : runs) {
+    width = std::max(width, row_name(r).size());
+    any_on_host = any_on_host || (r.anatomy_at_peak && r.anatomy_at_peak->host_resident > 0);
+  }
+  std::string out = fmt::format(
+      "anatomy at the peak (README \"Fragmentation anatomy\"): reserved{} - requested = rounding + free_usable + "
+      "stream_bound + oversize + small_pool + other\n",
+      any_on_host ? " + host_resident" : "");
+  out += fmt::format("{:<{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>12}  {:>11}  {:>11}  {:>11}", "policy", width,
+                     "event", "reserved", "requested", "rounding", "free_usable", "stream_bound", "oversize",
+                     "small_pool", "other");
+  out += any_on_host ? fmt::format("  {:>13}\n", "host_resident") : "\n";
   for (const ReplayResult& r : runs) {
     if (!r.anatomy_at_peak) continue;
     const Anatomy& a = *r.anatomy_at_peak;
-    out += fmt::format("{:<{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}\n", row_name(r),
+    out += fmt::format("{:<{}}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>12}  {:>11}  {:>11}  {:>11}", row_name(r),
                        width, a.event < 0 ? std::string("start") : std::to_string(a.event), format_bytes(a.reserved),
                        format_bytes(a.requested), format_bytes(a.rounding), format_bytes(a.cached_free_usable),
                        format_bytes(a.stream_bound), format_bytes(a.oversize_locked), format_bytes(a.small_pool),
                        signed_bytes(a.other));
+    out += any_on_host ? fmt::format("  {:>13}\n", format_bytes(a.host_resident)) : "\n";
   }
   return out;
 }

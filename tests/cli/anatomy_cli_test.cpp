@@ -34,10 +34,11 @@ TEST(AnatomyCli, CompareAnatomyPrintsEveryPart) {
   const CommandResult r = run_fraglab("compare " + kSample + " -p pytorch:max_split_size_mb:40 --anatomy");
   ASSERT_EQ(r.status, 0) << r.err;
   // 96,468,992 B = 92 MiB; 8,389,609 B = 8.00 MiB; 17,825,792 = 17 MiB; 15,728,128 = 15 MiB;
-  // 52,428,800 = 50 MiB; 2,096,128 B = 1.999 MiB, shown with two decimals as 2.00 MiB.
+  // 52,428,800 = 50 MiB; 2,096,128 B = 1.999 MiB, shown with two decimals as 2.00 MiB. No
+  // host_resident column: pytorch keeps nothing on the host.
   const std::string row =
-      "pytorch:max_split_size_mb:40         5    92.00 MiB     8.00 MiB        535 B    17.00 MiB    15.00 MiB    "
-      "50.00 MiB     2.00 MiB          0 B";
+      "pytorch:max_split_size_mb:40         5    92.00 MiB     8.00 MiB        535 B    17.00 MiB     15.00 MiB    "
+      "50.00 MiB     2.00 MiB          0 B\n";
   EXPECT_NE(r.out.find(row), std::string::npos) << r.out;
   const CommandResult plain = run_fraglab("compare " + kSample + " -p pytorch:max_split_size_mb:40");
   EXPECT_EQ(plain.out.find("stream_bound"), std::string::npos) << plain.out;
@@ -64,10 +65,10 @@ TEST(AnatomyCli, TimelineAnatomyColumns) {
   EXPECT_EQ(text.substr(0, text.find('\n')),
             "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s,rounding_"
             "bytes,cached_free_usable_"
-            "bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,other_bytes");
+            "bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,other_bytes,host_resident_bytes");
   // The two time columns between step and the anatomy (device_time_s, stall_time_s).
   EXPECT_TRUE(std::regex_search(text, std::regex("\"pytorch:max_split_size_mb:40\",7,free,5242881,5243392,96468992,,"
-                                                 "[0-9.e-]+,[0-9.e-]+,511,20971520,15728128,52428800,2097152,0\n")))
+                                                 "[0-9.e-]+,[0-9.e-]+,511,20971520,15728128,52428800,2097152,0,0\n")))
       << text;
 }
 

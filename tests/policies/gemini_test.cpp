@@ -4,8 +4,13 @@
 // 2 MiB aligned from 2 MiB on, and the bump pointer never goes back. Most runs use `nocache` as
 // the inner policy: one malloc per untagged request, so its addresses are easy to follow.
 #include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "fraglab/anatomy.hpp"
+#include "fraglab/run_replay.hpp"
+#include "fraglab/timeline.hpp"
 #include "gemini/chunk_search.hpp"
 #include "gemini/placement.hpp"
 #include "policies/rig.hpp"
@@ -485,6 +490,32 @@ TEST(GeminiPlacement, AnatomyListsHostResidentTensorsApartAndNoPartGoesNegative)
   EXPECT_EQ(a.other, 0);
   EXPECT_EQ(a.sum_of_parts(), static_cast<std::int64_t>(4 * MiB + 512 * KiB));
   EXPECT_EQ(a.gap(), a.sum_of_parts());
+}
+
+// The same end state in a --timeline-anatomy row: host_resident_bytes is the last column, 4 MiB
+// (z on the host), and the six parts add up to reserved + host-resident - requested =
+// 8 + 4 - 7.5 = 4.5 MiB, by hand as above.
+TEST(GeminiPlacement, TimelineAnatomyRowsListHostResidentBytes) {
+  const Trace t = auto_evict_trace();
+  std::ostringstream csv;
+  TimelineWriter writer(csv, "gemini", 1, true);
+  ReplayObservers observers;
+  observers.timeline = &writer;
+  run_replay(t, kAutoEvictSpec, parse_device_spec("sim:20MiB"), {}, observers);
+  std::string text = csv.str();
+  ASSERT_FALSE(text.empty());
+  text.pop_back();  // the last row's newline
+  std::vector<std::string> cells;
+  std::stringstream last(text.substr(text.rfind('\n') + 1));
+  for (std::string cell; std::getline(last, cell, ',');) cells.push_back(cell);
+  ASSERT_EQ(cells.size(), 16u) << text;
+  EXPECT_EQ(cells[1], std::to_string(t.events.size() - 1));
+  EXPECT_EQ(std::stoll(cells[3]), static_cast<std::int64_t>(7 * MiB + 512 * KiB));  // requested
+  EXPECT_EQ(std::stoll(cells[5]), static_cast<std::int64_t>(8 * MiB));              // reserved
+  EXPECT_EQ(std::stoll(cells[15]), static_cast<std::int64_t>(4 * MiB));             // host_resident
+  std::int64_t parts = 0;
+  for (size_t i = 9; i < 15; ++i) parts += std::stoll(cells[i]);
+  EXPECT_EQ(parts, static_cast<std::int64_t>(4 * MiB + 512 * KiB));
 }
 
 // A policy that keeps nothing on the host lists nothing there (the default placement).

@@ -229,7 +229,8 @@ TEST(Anatomy, TimelineColumnsAddUpOnEveryRow) {
   EXPECT_EQ(
       line,
       "policy,event,op,requested_bytes,allocated_bytes,reserved_bytes,step,device_time_s,stall_time_s,rounding_bytes,"
-      "cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,other_bytes");
+      "cached_free_usable_bytes,stream_bound_bytes,oversize_locked_bytes,small_pool_bytes,other_bytes,host_resident_"
+      "bytes");
   size_t rows = 0;
   while (std::getline(lines, line)) {
     std::vector<std::string> cells;
@@ -237,12 +238,13 @@ TEST(Anatomy, TimelineColumnsAddUpOnEveryRow) {
     std::string cell;
     while (std::getline(split, cell, ',')) cells.push_back(cell);
     if (line.back() == ',') cells.emplace_back();
-    ASSERT_EQ(cells.size(), 15u) << line;
+    ASSERT_EQ(cells.size(), 16u) << line;
     const std::int64_t requested = std::stoll(cells[3]);
     const std::int64_t reserved = std::stoll(cells[5]);
     std::int64_t parts = 0;
     for (size_t i = 9; i < 15; ++i) parts += std::stoll(cells[i]);  // after step and the two times
     EXPECT_EQ(parts, reserved - requested) << line;
+    EXPECT_EQ(cells[15], "0") << line;  // pytorch keeps nothing on the host
     ++rows;
   }
   EXPECT_EQ(rows, trace.events.size());
