@@ -219,6 +219,15 @@ std::string anatomy_section(const PolicyReport& p) {
                        total == 0 ? 0.0 : 100.0 * static_cast<double>(part.bytes) / static_cast<double>(total));
   }
   out += "</table>\n";
+  // Held blocks whose data the policy keeps on the host (gemini) are not a part of reserved: the
+  // parts add up to reserved + host-resident - requested (fraglab/anatomy.hpp).
+  if (p.result.anatomy_at_peak && p.result.anatomy_at_peak->host_resident > 0) {
+    const Bytes host = p.result.anatomy_at_peak->host_resident;
+    out += fmt::format(
+        "<p class=\"anatomy host\">host-resident (held blocks whose data is in host memory, not a part): {} ({}); "
+        "the parts add up to reserved + host-resident &minus; requested</p>\n",
+        host, escape(format_bytes(host)));
+  }
   if (a.over_time.empty()) return out;
   // Over time: the parts stacked, in the order of the first point.
   Scale s;

@@ -100,6 +100,22 @@ TEST(HtmlReport, RendersTheAnatomyAndFramesWhenTheyArePresent) {
   EXPECT_NE(html.find("<div class=\"frames\">train.py:10 step\nmodel.py:42 forward\n</div>"), std::string::npos);
 }
 
+// gemini's host-resident bytes are named under the table, not as a part; only when there are any.
+TEST(HtmlReport, NamesHostResidentBytesUnderTheAnatomyWhenThereAreAny) {
+  TraceReport t = hand_made_report();
+  PolicyReport& p = t.policies[0];
+  p.anatomy = AnatomyView{{}, {{"rounding", 300}, {"other", 0}}};
+  Anatomy at_peak;
+  p.result.anatomy_at_peak = at_peak;
+  EXPECT_EQ(html_report(t).find("class=\"anatomy host\""), std::string::npos);
+  p.result.anatomy_at_peak->host_resident = 4 * MiB;
+  const std::string html = html_report(t);
+  EXPECT_NE(html.find("<p class=\"anatomy host\">host-resident (held blocks whose data is in host memory, not a "
+                      "part): 4194304 (4.00 MiB); the parts add up to reserved + host-resident &minus; requested</p>"),
+            std::string::npos);
+  EXPECT_EQ(html.find("<tr><td>host"), std::string::npos) << "not a row of the parts' table";
+}
+
 SweepRow row(const std::string& spec, Bytes peak, double device_s, std::uint64_t ooms = 0) {
   SweepRow r;
   r.trace = "t";
