@@ -45,7 +45,8 @@ std::string maxbatch_meta_line(const MaxbatchMeta& meta);  // the JSON object, n
 // temporary file and a rename). The knob column is micro_batch.
 class MaxbatchResultsFile {
  public:
-  MaxbatchResultsFile(std::string path, MaxbatchMeta meta);
+  // Writes the metadata line, then `rows_so_far` (the runs a resumed search found in the file).
+  MaxbatchResultsFile(std::string path, MaxbatchMeta meta, const std::vector<SweepRow>& rows_so_far = {});
   ~MaxbatchResultsFile();
   MaxbatchResultsFile(const MaxbatchResultsFile&) = delete;
   MaxbatchResultsFile& operator=(const MaxbatchResultsFile&) = delete;
@@ -58,6 +59,11 @@ class MaxbatchResultsFile {
   ResultsFormat format_;
   std::FILE* file_ = nullptr;
 };
+
+// `maxbatch --resume`: the complete rows an interrupted run of the same search (`meta`, shard
+// included) left in `path`; none when the file is missing or empty. Throws InputError (one line,
+// naming the file) when it is not a maxbatch results file or holds another run's results.
+std::vector<SweepRow> rows_to_resume(const std::string& path, const MaxbatchMeta& meta);
 
 // Reads the shard files of one maxbatch run and rebuilds its result. Throws InputError (one line,
 // naming the files) when a file is not a maxbatch results file, files come from different runs,

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -85,6 +86,7 @@ int cmd_maxbatch(int argc, char** argv) {
       "json", "print the results as JSON")("output,o", po::value(&output),
                                            "stream every run to FILE.csv or FILE.jsonl (a micro_batch column)")(
       "overwrite", "replace an existing output file")(
+      "resume", "continue the search whose results file -o is: its runs are not replayed again")(
       "grid,g", po::value(&grid_args)->composing(),
       "KEY=V1,V2,... (repeatable, as fraglab sweep's): every point of the grid is one more spec searched")(
       "grid-policy", po::value(&grid_policy)->default_value(grid_policy),
@@ -100,7 +102,8 @@ int cmd_maxbatch(int argc, char** argv) {
   const std::string usage =
       "usage: fraglab maxbatch --model M [--framework F] [--world-size N] [--device sim:80GiB] [-p SPEC]...\n"
       "                        [--grid KEY=V1,V2,...]... [--grid-policy SPEC] [--shard I/N]\n"
-      "                        [--steps S] [--min-batch A] [--max-batch B] [--json] [-o RESULTS.csv] [gen options]\n"
+      "                        [--steps S] [--min-batch A] [--max-batch B] [--json] [-o RESULTS.csv [--resume]]\n"
+      "                        [gen options]\n"
       "       fraglab maxbatch --merge SHARD.csv... [--json]\n"
       "Finds, for each policy spec, the largest micro-batch whose generated run (as fraglab gen makes it)\n"
       "completes without an OOM, and the largest without a cudaMalloc retry, generating as few traces as\n"
@@ -152,11 +155,15 @@ int cmd_maxbatch(int argc, char** argv) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("--max-batch {}: the generator refuses it: {}", bounds.max_batch, e.what()));
   }
+  const bool resume = vm.count("resume") > 0;
+  if (resume && output.empty()) throw InputError("--resume needs -o FILE (the results file to continue)");
+  if (resume && vm.count("overwrite")) throw InputError("--resume and --overwrite: give one of them");
   if (!output.empty()) {
     results_format(output);
     std::error_code ec;
-    if (!vm.count("overwrite") && std::filesystem::exists(output, ec) && std::filesystem::file_size(output, ec) > 0)
-      throw InputError(fmt::format("{}: already exists (--overwrite replaces it)", output));
+    if (!resume && !vm.count("overwrite") && std::filesystem::exists(output, ec) &&
+        std::filesystem::file_size(output, ec) > 0)
+      throw InputError(fmt::format("{}: already exists (--resume continues it, --overwrite replaces it)", output));
   }
   if (!chosen.empty()) log::note(chosen);
   MaxbatchContext context;
@@ -168,6 +175,7 @@ int cmd_maxbatch(int argc, char** argv) {
   // workload in the results file (its request hash covers every gen option that shapes it).
   std::optional<Trace> first_trace;
   std::unique_ptr<MaxbatchResultsFile> stream;
+  std::vector<SweepRow> done;  // --resume: the complete rows already in the file
   if (!output.empty()) {
     WorkloadOptions at = o;
     at.micro_batch = bounds.min_batch;
@@ -182,8 +190,15 @@ int cmd_maxbatch(int argc, char** argv) {
     meta.grid_policy = grid.base_spec;
     for (const GridAxis& axis : grid.axes) meta.grid.push_back(grid_axis_text(axis));
     meta.bounds = bounds;
-    stream = std::make_unique<MaxbatchResultsFile>(output, std::move(meta));
+    if (resume) done = rows_to_resume(output, meta);
+    stream = std::make_unique<MaxbatchResultsFile>(output, std::move(meta), done);
   }
+  // Runs of the interrupted search (--resume), by (micro-batch, spec): answered from the file.
+  std::map<std::pair<std::string, std::string>, const SweepRow*> done_runs;
+  for (const SweepRow& row : done) {
+    if (!row.knobs.empty() && row.knobs[0]) done_runs.emplace(std::make_pair(*row.knobs[0], row.spec), &row);
+  }
+  if (resume) log::note(fmt::format("maxbatch: {} runs already in {}", done_runs.size(), output));
   std::vector<SweepRow> rows;
 
   SweepRunOptions run_options;
@@ -193,15 +208,27 @@ int cmd_maxbatch(int argc, char** argv) {
   // batches, which run to the end.
   run_options.replay.stop_on_oom = true;
   const BatchEvaluator evaluate = [&](std::uint32_t batch) {
+    std::vector<Metrics> metrics(specs.size());
+    std::vector<std::size_t> to_run;  // the specs whose run at this batch is not in the file yet
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      const auto it = done_runs.find({std::to_string(batch), specs[i]});
+      if (it == done_runs.end()) {
+        to_run.push_back(i);
+        continue;
+      }
+      metrics[i] = it->second->metrics;
+      rows.push_back(*it->second);
+    }
+    if (to_run.empty()) return metrics;
     WorkloadOptions at = o;
     at.micro_batch = batch;
     std::optional<Trace> generated;
     if (!first_trace || batch != bounds.min_batch) generated = generate_trace(at);
     const Trace& trace = generated ? *generated : *first_trace;
     std::vector<SweepJob> jobs;
-    for (const std::string& spec : specs) jobs.push_back({&trace, spec, StartState::Recorded, device.device});
-    std::vector<Metrics> metrics(specs.size());
-    run_sweep(jobs, run_options, [&](std::size_t i, const ReplayResult& result) {
+    for (std::size_t i : to_run) jobs.push_back({&trace, specs[i], StartState::Recorded, device.device});
+    run_sweep(jobs, run_options, [&](std::size_t j, const ReplayResult& result) {
+      const std::size_t i = to_run[j];
       metrics[i] = result.metrics;
       rows.push_back(make_row(trace.name, device.spec(), Setting{{std::to_string(batch)}, specs[i]}, result));
       if (stream) stream->append(rows.back());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -159,13 +160,36 @@ std::string first_difference(const MaxbatchMeta& a, const MaxbatchMeta& b) {
 
 }  // namespace
 
-MaxbatchResultsFile::MaxbatchResultsFile(std::string path, MaxbatchMeta meta)
+std::vector<SweepRow> rows_to_resume(const std::string& path, const MaxbatchMeta& meta) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0) return {};
+  ShardFile file = read_shard_file(path);
+  std::string why = first_difference(meta, file.meta);
+  if (why.empty() && file.meta.shard != meta.shard)
+    why = fmt::format("shards ({} vs {})", shard_text(file.meta.shard), shard_text(meta.shard));
+  if (!why.empty())
+    throw InputError(
+        fmt::format("{}: the results of a different maxbatch run: different {} (--overwrite replaces it)", path, why));
+  return std::move(file.rows);
+}
+
+MaxbatchResultsFile::MaxbatchResultsFile(std::string path, MaxbatchMeta meta, const std::vector<SweepRow>& rows_so_far)
     : path_(std::move(path)), meta_(std::move(meta)), format_(results_format(path_)) {
-  file_ = std::fopen(path_.c_str(), "wb");
-  if (file_ == nullptr) throw InputError(fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
   std::string head = head_text(meta_, format_);
   if (format_ == ResultsFormat::Csv) head += csv_header(kKnobKeys) + "\n";
-  write_or_fail(file_, head, path_);
+  for (const SweepRow& row : rows_so_far) head += format_row(row, kKnobKeys, format_);
+  if (rows_so_far.empty()) {
+    file_ = std::fopen(path_.c_str(), "wb");
+    if (file_ == nullptr)
+      throw InputError(fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
+    write_or_fail(file_, head, path_);
+    return;
+  }
+  // A resumed file is replaced whole (it may end in a run cut off mid-line), by a rename: the runs
+  // of the interrupted search are never lost, even if this process is killed here.
+  replace_file_with(path_, head);
+  file_ = std::fopen(path_.c_str(), "ab");
+  if (file_ == nullptr) throw InputError(fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
 }
 
 MaxbatchResultsFile::~MaxbatchResultsFile() {
