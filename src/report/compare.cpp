@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "fraglab/report.hpp"
+#include "measured_column.hpp"
 
 namespace fraglab {
 
@@ -32,6 +33,8 @@ std::string compare_table(const TraceSummary& summary, const std::vector<ReplayR
   std::string out = fmt::format("{:<{}}  {:>12}  {:>10}  {:>8}  {:>7}  {:>7}  {:>5}  {:>12}  {:>10}  {:>10}", "policy",
                                 width, "peak_resv", "over_bound", "frag@pk", "util", "retries", "ooms", "device_calls",
                                 "device_s", "stall_s");
+  const bool measured = any_measured(runs);
+  if (measured) out += measured_header();
   if (options.include_timing) out += fmt::format("  {:>9}", "time_s");
   out += '\n';
   out += fmt::format("{:<{}}  {:>12}  {:>10}\n", bound_name, width, format_bytes(summary.peak_requested), "-");
@@ -42,6 +45,7 @@ std::string compare_table(const TraceSummary& summary, const std::vector<ReplayR
                        100.0 * overhead_over(m.peak_reserved, summary.peak_requested), m.fragmentation_at_peak,
                        m.peak_utilization, m.num_alloc_retries, m.num_ooms, m.num_device_alloc + m.num_device_free,
                        m.device_time_s, m.stall_time_s);
+    if (measured) out += measured_cell(m);
     if (options.include_timing) out += fmt::format("  {:>9.3f}", r.seconds);
     out += '\n';
   }

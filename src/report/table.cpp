@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "fraglab/report.hpp"
+#include "measured_column.hpp"
 
 namespace fraglab {
 
@@ -19,11 +20,8 @@ std::string results_table(const TraceSummary& summary, const std::vector<ReplayR
       fmt::format("{:<{}}  {:>12}  {:>12}  {:>12}  {:>8}  {:>7}  {:>7}  {:>5}  {:>9}  {:>9}  {:>10}  {:>10}", "policy",
                   policy_width, "peak_resv", "peak_alloc", "peak_req", "frag@pk", "util", "retries", "ooms",
                   "dev_alloc", "dev_free", "device_s", "stall_s");
-  // A real GPU's measured time in driver calls (--device cuda) next to the estimate; sim has none,
-  // so its table keeps its columns.
-  const bool measured =
-      std::any_of(runs.begin(), runs.end(), [](const ReplayResult& r) { return r.metrics.measured_device_time_s; });
-  if (measured) out += fmt::format("  {:>10}", "measured_s");
+  const bool measured = any_measured(runs);
+  if (measured) out += measured_header();
   if (options.include_timing) out += fmt::format("  {:>10}", "Mevents/s");
   out += '\n';
   for (const ReplayResult& r : runs) {
@@ -33,10 +31,7 @@ std::string results_table(const TraceSummary& summary, const std::vector<ReplayR
         row_name(r), policy_width, format_bytes(m.peak_reserved), format_bytes(m.peak_allocated),
         format_bytes(m.peak_requested), m.fragmentation_at_peak, m.peak_utilization, m.num_alloc_retries, m.num_ooms,
         m.num_device_alloc, m.num_device_free, m.device_time_s, m.stall_time_s);
-    if (measured) {
-      out += m.measured_device_time_s ? fmt::format("  {:>10.6f}", *m.measured_device_time_s)
-                                      : fmt::format("  {:>10}", "-");
-    }
+    if (measured) out += measured_cell(m);
     if (options.include_timing) {
       out += fmt::format("  {:>10.2f}", r.seconds > 0 ? static_cast<double>(r.events_replayed) / r.seconds / 1e6 : 0.0);
     }

@@ -121,11 +121,19 @@ TEST(CudaDevice, MeasuresTheTimeSpentInDriverCalls) {
         fake_env(ledger), "replay " + (kSamples / "two-phase.jsonl").string() + " -p " + spec + " --device cuda:0");
     ASSERT_EQ(table.status, 0) << table.err;
     EXPECT_NE(table.out.find("stall_s  measured_s\n"), std::string::npos) << table.out;
+    // So does compare's, after its stall_s column.
+    const CommandResult compared = run_with_env(
+        fake_env(ledger), "compare " + (kSamples / "two-phase.jsonl").string() + " -p " + spec + " --device cuda:0");
+    ASSERT_EQ(compared.status, 0) << compared.err;
+    EXPECT_NE(compared.out.find("stall_s  measured_s\n"), std::string::npos) << compared.out;
   }
   // On sim there is nothing to measure: no key, no column.
   const CommandResult sim =
       run_fraglab("replay " + (kSamples / "two-phase.jsonl").string() + " -p nocache --device sim:80GiB");
   EXPECT_EQ(sim.out.find("measured_s"), std::string::npos) << sim.out;
+  const CommandResult sim_compare =
+      run_fraglab("compare " + (kSamples / "two-phase.jsonl").string() + " -p nocache --device sim:80GiB");
+  EXPECT_EQ(sim_compare.out.find("measured_s"), std::string::npos) << sim_compare.out;
 }
 
 TEST(CudaDevice, RefusesATraceWhosePeakCannotFit) {
