@@ -256,7 +256,7 @@ void CachingAllocator::free_completed(const Block& block) {
   if (n == nullptr || !n->pending) return;  // e.g. already completed by empty_cache (§5.3 step 1)
   n->pending = false;
   --pending_live_;
-  free_block(static_cast<NodeId>(block.cookie & 0xffffffffu));
+  free_block_body(static_cast<NodeId>(block.cookie & 0xffffffffu));
   if (pending_.size() > 64 && pending_.size() > 2 * pending_live_) {
     std::erase_if(pending_, [this](const auto& p) {
       const Node& m = nodes_[p.first];
@@ -279,55 +279,41 @@ void CachingAllocator::free(const Block& block) {
   } else {
     return;
   }
-  free_block(static_cast<NodeId>(block.cookie & 0xffffffffu));
+  free_block_body(static_cast<NodeId>(block.cookie & 0xffffffffu));
 }
 
+// free() and free_completed() are the per-event callers: they get free_block's body inlined
+// (no call, no spills across it); release.cpp's synchronize_and_free_events calls this copy.
+void CachingAllocator::free_block(NodeId id) { free_block_body(id); }
+
 // §6 step 3 / §4.3 / §4.4: merge with free neighbours, back into the pool, net inactive_split.
-void CachingAllocator::free_block(NodeId id) {
+void CachingAllocator::free_block_body(NodeId id) {
   Node& n = nodes_[id];
   const Bytes original_size = n.size;
   const Bytes requested = n.requested;
   const PoolKind kind = n.pool;
   BlockPool& pool = pool_of(kind);
-  std::int64_t d_count = 0;
-  std::int64_t d_bytes = 0;
-  // The last free mapped neighbour absorbed stays filed until the end: the merged block sorts
-  // above it (it is larger), often in the same size class, and then takes its place there.
-  StreamBlocks* kept_in = nullptr;
-  StreamBlocks::Pos kept_at{};
-  const NodeId candidates[2] = {n.prev, n.next};
-  for (NodeId c : candidates) {
-    if (c == kNil || !nodes_[c].reusable()) continue;  // the common case, decided without a call
-    Bytes subsumed = 0;
-    if (nodes_[c].mapped && nodes_[id].mapped) {
-      if (kept_in != nullptr) kept_in->erase(kept_at);  // the first neighbour leaves after all
-      const Node& s = nodes_[c];
-      kept_in = pool.blocks.find(s.stream);
-      kept_at = kept_in->lower_bound(size_addr(s.size, s.addr));
-      subsumed = absorb_block(id, c);
-    } else {
-      subsumed = try_merge_blocks(id, c, pool);
-    }
-    if (subsumed > 0) {
-      d_count -= 1;
-      d_bytes -= static_cast<std::int64_t>(subsumed);
-    }
-  }
-  if (kept_in == nullptr) {
+  MergeState ms;
+  // Both neighbours are read before either merge (absorbing prev leaves next as it was), and
+  // tried in PyTorch's order: prev, then next.
+  const NodeId next = n.next;
+  merge_neighbour(id, n.prev, pool, ms);
+  merge_neighbour(id, next, pool, ms);
+  if (ms.kept_in == nullptr) {
     insert_into_blocks(pool, id);
   } else {
     Node& merged = nodes_[id];
     merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
-    kept_in->refile(kept_at, size_addr(merged.size, merged.addr), id);
+    ms.kept_in->refile(ms.kept_at, size_addr(merged.size, merged.addr), id);
   }
   const Node& m = nodes_[id];
   if (m.is_split()) {
-    d_count += 1;
-    d_bytes += static_cast<std::int64_t>(m.size);
+    ms.d_count += 1;
+    ms.d_bytes += static_cast<std::int64_t>(m.size);
   }
   if (!m.expandable()) {
-    stats_.inactive_split.apply(kind, d_count);
-    stats_.inactive_split_bytes.apply(kind, d_bytes);
+    stats_.inactive_split.apply(kind, ms.d_count);
+    stats_.inactive_split_bytes.apply(kind, ms.d_bytes);
   }
   // Without a pending block ever, free() has just taken the same amounts off allocation (split_active()).
   if (active_split_) {
@@ -335,6 +321,27 @@ void CachingAllocator::free_block(NodeId id) {
     stats_.active_bytes.decrease(kind, original_size);
   }
   stats_.requested_bytes.decrease(kind, requested);
+}
+
+// One neighbour `c` of the block being freed (§4.3). The last free mapped neighbour absorbed
+// stays filed until free_block ends: the merged block sorts above it (it is larger), often in
+// the same size class, and then takes its place there.
+void CachingAllocator::merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms) {
+  if (c == kNil || !nodes_[c].reusable()) return;  // the common case, decided without a call
+  Bytes subsumed = 0;
+  if (nodes_[c].mapped && nodes_[id].mapped) {
+    if (ms.kept_in != nullptr) ms.kept_in->erase(ms.kept_at);  // the first neighbour leaves after all
+    const Node& s = nodes_[c];
+    ms.kept_in = pool.blocks.find(s.stream);
+    ms.kept_at = ms.kept_in->lower_bound(size_addr(s.size, s.addr));
+    subsumed = absorb_block(id, c);
+  } else {
+    subsumed = try_merge_blocks(id, c, pool);
+  }
+  if (subsumed > 0) {
+    ms.d_count -= 1;
+    ms.d_bytes -= static_cast<std::int64_t>(subsumed);
+  }
 }
 
 // Absorbs `src` into `dst` if src is a reusable neighbour in the same mapped state; returns

@@ -116,7 +116,16 @@ class CachingAllocator {
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
   [[gnu::always_inline]] inline Block alloc_found_block(Request& r);  // malloc is its one caller
-  void free_block(NodeId id);
+  void free_block(NodeId id);  // for release.cpp; free() and free_completed() inline the body
+  [[gnu::always_inline]] inline void free_block_body(NodeId id);
+  // free_block's net inactive_split change (§4.4) and the neighbour left filed for refile().
+  struct MergeState {
+    std::int64_t d_count = 0;
+    std::int64_t d_bytes = 0;
+    StreamBlocks* kept_in = nullptr;
+    StreamBlocks::Pos kept_at{};
+  };
+  [[gnu::always_inline]] inline void merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
   Bytes absorb_block(NodeId dst, NodeId src);
   void insert_into_blocks(BlockPool& pool, NodeId id);
