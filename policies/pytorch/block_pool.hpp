@@ -63,6 +63,14 @@ class NodeArena {
     nodes_[id].live = true;
     return id;
   }
+  // A slot for a node whose every field the caller writes (a split's remainder, §4.2): a
+  // recycled slot is not filled with a fresh Node first.
+  NodeId create_unfilled() {
+    if (free_.empty()) return create();
+    const NodeId id = free_.back();
+    free_.pop_back();
+    return id;
+  }
   void destroy(NodeId id) {
     nodes_[id].live = false;
     free_.push_back(id);

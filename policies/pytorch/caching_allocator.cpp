@@ -149,16 +149,24 @@ Block CachingAllocator::alloc_found_block(Request& r) {
   const bool split = should_split(nodes_[r.block], r.rounded);
   const bool already_split = nodes_[r.block].is_split();
   if (split) {
-    const NodeId rest = nodes_.create();  // may move the arena: take references afterwards
+    const NodeId rest = nodes_.create_unfilled();  // may move the arena: take references afterwards
     Node& b = nodes_[r.block];
     Node& rem = nodes_[rest];
+    // Every field, as a fresh Node would have them but for the carved range and its links
+    // (gc_base is set where the remainder is filed, take_found_block).
     rem.addr = b.addr + r.rounded;
     rem.size = b.size - r.rounded;
+    rem.requested = 0;
     rem.stream = b.stream;
-    rem.pool = b.pool;
-    rem.segment = b.segment;
     rem.prev = r.block;
     rem.next = b.next;
+    rem.segment = b.segment;
+    rem.serial = 0;
+    rem.pool = b.pool;
+    rem.allocated = false;
+    rem.pending = false;
+    rem.mapped = true;  // b is mapped: it was found free or just allocated/mapped
+    rem.live = true;
     if (b.next != kNil) nodes_[b.next].prev = rest;
     b.next = rest;
     b.size = r.rounded;
