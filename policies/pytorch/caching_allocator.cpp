@@ -75,18 +75,10 @@ bool CachingAllocator::get_free_block(Request& r) {
 
   if (nodes_[set.id_at(it)].expandable()) {
     if (expandable_active_) {
-      // Count the unmapped space after a block as part of its size, so a block touching the
-      // unmapped tail is passed over for the next larger interior block.
-      auto expandable_size = [this](NodeId id) {
-        const Node& n = nodes_[id];
-        return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
-      };
-      StreamBlocks::Pos next = set.next(it);
-      while (nodes_[set.id_at(it)].expandable() && !set.is_end(next) &&
-             expandable_size(set.id_at(next)) < expandable_size(set.id_at(it))) {
-        it = next;
-        next = set.next(next);
-      }
+      // A best fit with no unmapped space after it stays (see pass_unmapped_tails); the test
+      // is made here so that the common case makes no call.
+      const Node& fit = nodes_[set.id_at(it)];
+      if (fit.next != kNil && !nodes_[fit.next].mapped) it = pass_unmapped_tails(set, it);
     } else {
       // Expandable segments were switched off: such blocks are skipped entirely.
       do {
@@ -105,6 +97,26 @@ bool CachingAllocator::get_free_block(Request& r) {
   r.found_in = &set;  // alloc_found_block takes it out at this position: no second search
   r.found_at = it;
   return true;
+}
+
+// §7.4: counts the unmapped space after a block as part of its size, so a block touching the
+// unmapped tail is passed over for the next larger interior block. Out of line: only expandable
+// segments get here, and the loop kept in malloc cost every request registers.
+StreamBlocks::Pos CachingAllocator::pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const {
+  auto expandable_size = [this](NodeId id) {
+    const Node& n = nodes_[id];
+    return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
+  };
+  while (nodes_[set.id_at(it)].expandable()) {
+    const Bytes counted = expandable_size(set.id_at(it));
+    // No unmapped space after it: every later block is at least as large (the set's order), so
+    // none counts smaller and the step below would stop; the next block is not looked up.
+    if (counted == set.size_at(it)) break;
+    const StreamBlocks::Pos next = set.next(it);
+    if (set.is_end(next) || !(expandable_size(set.id_at(next)) < counted)) break;
+    it = next;
+  }
+  return it;
 }
 
 // §5.1: a new segment (cudaMalloc) or new pages (expandable).

@@ -113,6 +113,7 @@ class CachingAllocator {
 
   // caching_allocator.cpp
   [[gnu::always_inline]] inline bool get_free_block(Request& r);  // malloc is its one caller
+  [[gnu::noinline]] StreamBlocks::Pos pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const;
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
   [[gnu::always_inline]] inline Block alloc_found_block(Request& r);  // malloc is its one caller
