@@ -128,7 +128,7 @@ class CachingAllocator {
   };
   [[gnu::always_inline]] inline void merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
-  Bytes absorb_block(NodeId dst, NodeId src);
+  [[gnu::always_inline]] inline Bytes absorb_block(NodeId dst, NodeId src);  // free_block's merges, per free
   void insert_into_blocks(BlockPool& pool, NodeId id);
   [[gnu::always_inline]] inline void take_found_block(Request& r, NodeId remainder);  // for alloc_found_block only
   void oom(const Request& r);
