@@ -39,14 +39,6 @@ void StreamBlocks::Class::erase_slow(std::uint32_t i) {
   --n_;
 }
 
-void StreamBlocks::insert(SizeAddr key, NodeId id) {
-  ++size_;
-  const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
-  Class& cl = classes_[c];
-  if (cl.empty()) mark(c);
-  cl.insert(index_in(cl, key), Entry{key, id});
-}
-
 void StreamBlocks::erase(Pos p) {
   assert(!is_end(p) && p.index < classes_[p.cls].size());
   --size_;

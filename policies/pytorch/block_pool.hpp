@@ -126,7 +126,14 @@ class StreamBlocks {
     }
     return Pos{next_nonempty(c + 1), 0};
   }
-  void insert(SizeAddr key, NodeId id);
+  // Inline: every free and most splits file a block (no call, no spill of the 128-bit key).
+  void insert(SizeAddr key, NodeId id) {
+    ++size_;
+    const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
+    Class& cl = classes_[c];
+    if (cl.empty()) mark(c);
+    cl.insert(index_in(cl, key), Entry{key, id});
+  }
   // Erases the entry at p (not end()). Positions after p in its class are invalidated; every
   // other position stays valid.
   void erase(Pos p);
