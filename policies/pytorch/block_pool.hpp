@@ -149,7 +149,7 @@ class StreamBlocks {
   // and the insert in one, done in place when `key` stays in p's class (entries of other classes
   // sort below/above every key of this class, so only the class's own order needs restoring).
   // Inline, as insert and erase(Pos): a split or a merge with a free neighbour refiles a block.
-  void refile(Pos p, SizeAddr key, NodeId id) {
+  [[gnu::always_inline]] void refile(Pos p, SizeAddr key, NodeId id) {
     if (class_of(static_cast<Bytes>(key >> 64)) != p.cls) {
       erase(p);
       insert(key, id);

@@ -397,10 +397,4 @@ Bytes CachingAllocator::absorb_block(NodeId dst, NodeId src) {
   return subsumed;
 }
 
-void CachingAllocator::insert_into_blocks(BlockPool& pool, NodeId id) {
-  Node& n = nodes_[id];
-  n.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3)
-  pool.blocks.insert(FreeEntry{n.stream, n.size, n.addr, id});
-}
-
 }  // namespace fraglab::cca

@@ -129,7 +129,12 @@ class CachingAllocator {
   [[gnu::always_inline]] inline void merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
   [[gnu::always_inline]] inline Bytes absorb_block(NodeId dst, NodeId src);  // free_block's merges, per free
-  void insert_into_blocks(BlockPool& pool, NodeId id);
+  // In the header and always inlined: every free and split files a block through it.
+  [[gnu::always_inline]] void insert_into_blocks(BlockPool& pool, NodeId id) {
+    Node& n = nodes_[id];
+    n.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3)
+    pool.blocks.insert(FreeEntry{n.stream, n.size, n.addr, id});
+  }
   [[gnu::always_inline]] inline void take_found_block(Request& r, NodeId remainder);  // for alloc_found_block only
   void oom(const Request& r);
 
