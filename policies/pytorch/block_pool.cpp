@@ -2,7 +2,6 @@
 #include "pytorch/block_pool.hpp"
 
 #include <algorithm>
-#include <cassert>
 
 namespace fraglab::cca {
 
@@ -37,12 +36,6 @@ void StreamBlocks::Class::erase_slow(std::uint32_t i) {
     for (std::uint32_t k = i; k + 1 < n_; ++k) self[k] = self[k + 1];
   }
   --n_;
-}
-
-void StreamBlocks::erase(SizeAddr key) {
-  const Pos p = lower_bound(key);
-  assert(!is_end(p) && classes_[p.cls][p.index].key == key);
-  erase(p);
 }
 
 void StreamBlocks::copy_to(StreamId stream, std::vector<FreeEntry>& out) const {

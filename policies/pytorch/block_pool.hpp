@@ -144,7 +144,11 @@ class StreamBlocks {
     cl.erase(p.index);
     if (cl.empty()) unmark(p.cls);
   }
-  void erase(SizeAddr key);  // the key must be present
+  void erase(SizeAddr key) {  // the key must be present
+    const Pos p = lower_bound(key);
+    assert(!is_end(p) && classes_[p.cls][p.index].key == key);
+    erase(p);
+  }
   // Takes the entry at p out and files `key` (a split's remainder or a merged block): the erase
   // and the insert in one, done in place when `key` stays in p's class (entries of other classes
   // sort below/above every key of this class, so only the class's own order needs restoring).
