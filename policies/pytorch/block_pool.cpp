@@ -2,7 +2,6 @@
 #include "pytorch/block_pool.hpp"
 
 #include <algorithm>
-#include <cassert>
 
 namespace fraglab::cca {
 
@@ -37,45 +36,6 @@ void StreamBlocks::Class::erase_slow(std::uint32_t i) {
     for (std::uint32_t k = i; k + 1 < n_; ++k) self[k] = self[k + 1];
   }
   --n_;
-}
-
-void StreamBlocks::insert(SizeAddr key, NodeId id) {
-  ++size_;
-  const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
-  Class& cl = classes_[c];
-  if (cl.empty()) mark(c);
-  cl.insert(index_in(cl, key), Entry{key, id});
-}
-
-void StreamBlocks::erase(Pos p) {
-  assert(!is_end(p) && p.index < classes_[p.cls].size());
-  --size_;
-  Class& cl = classes_[p.cls];
-  cl.erase(p.index);
-  if (cl.empty()) unmark(p.cls);
-}
-
-void StreamBlocks::erase(SizeAddr key) {
-  const Pos p = lower_bound(key);
-  assert(!is_end(p) && classes_[p.cls][p.index].key == key);
-  erase(p);
-}
-
-void StreamBlocks::refile(Pos p, SizeAddr key, NodeId id) {
-  if (class_of(static_cast<Bytes>(key >> 64)) != p.cls) {
-    erase(p);
-    insert(key, id);
-    return;
-  }
-  Class& cl = classes_[p.cls];
-  const bool above_before = p.index == 0 || cl[p.index - 1].key < key;
-  const bool below_after = p.index + 1 == cl.size() || key < cl[p.index + 1].key;
-  if (above_before && below_after) {  // it stays where it is
-    cl[p.index] = Entry{key, id};
-    return;
-  }
-  cl.erase(p.index);
-  cl.insert(index_in(cl, key), Entry{key, id});
 }
 
 void StreamBlocks::copy_to(StreamId stream, std::vector<FreeEntry>& out) const {

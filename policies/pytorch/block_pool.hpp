@@ -14,6 +14,7 @@
 // Node storage is an arena of recycled slots, so steady-state replay allocates nothing.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -61,6 +62,14 @@ class NodeArena {
       nodes_.emplace_back();
     }
     nodes_[id].live = true;
+    return id;
+  }
+  // A slot for a node whose every field the caller writes (a split's remainder, §4.2): a
+  // recycled slot is not filled with a fresh Node first.
+  NodeId create_unfilled() {
+    if (free_.empty()) return create();
+    const NodeId id = free_.back();
+    free_.pop_back();
     return id;
   }
   void destroy(NodeId id) {
@@ -118,15 +127,48 @@ class StreamBlocks {
     }
     return Pos{next_nonempty(c + 1), 0};
   }
-  void insert(SizeAddr key, NodeId id);
+  // Inline: every free and most splits file a block (no call, no spill of the 128-bit key).
+  void insert(SizeAddr key, NodeId id) {
+    ++size_;
+    const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
+    Class& cl = classes_[c];
+    if (cl.empty()) mark(c);
+    cl.insert(index_in(cl, key), Entry{key, id});
+  }
   // Erases the entry at p (not end()). Positions after p in its class are invalidated; every
   // other position stays valid.
-  void erase(Pos p);
-  void erase(SizeAddr key);  // the key must be present
+  void erase(Pos p) {
+    assert(!is_end(p) && p.index < classes_[p.cls].size());
+    --size_;
+    Class& cl = classes_[p.cls];
+    cl.erase(p.index);
+    if (cl.empty()) unmark(p.cls);
+  }
+  void erase(SizeAddr key) {  // the key must be present
+    const Pos p = lower_bound(key);
+    assert(!is_end(p) && classes_[p.cls][p.index].key == key);
+    erase(p);
+  }
   // Takes the entry at p out and files `key` (a split's remainder or a merged block): the erase
   // and the insert in one, done in place when `key` stays in p's class (entries of other classes
   // sort below/above every key of this class, so only the class's own order needs restoring).
-  void refile(Pos p, SizeAddr key, NodeId id);
+  // Inline, as insert and erase(Pos): a split or a merge with a free neighbour refiles a block.
+  [[gnu::always_inline]] void refile(Pos p, SizeAddr key, NodeId id) {
+    if (class_of(static_cast<Bytes>(key >> 64)) != p.cls) {
+      erase(p);
+      insert(key, id);
+      return;
+    }
+    Class& cl = classes_[p.cls];
+    const bool above_before = p.index == 0 || cl[p.index - 1].key < key;
+    const bool below_after = p.index + 1 == cl.size() || key < cl[p.index + 1].key;
+    if (above_before && below_after) {  // it stays where it is
+      cl[p.index] = Entry{key, id};
+      return;
+    }
+    cl.erase(p.index);
+    cl.insert(index_in(cl, key), Entry{key, id});
+  }
 
   Pos begin() const { return Pos{next_nonempty(0), 0}; }
   Pos end() const { return Pos{kClasses, 0}; }

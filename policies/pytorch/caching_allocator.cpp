@@ -75,18 +75,10 @@ bool CachingAllocator::get_free_block(Request& r) {
 
   if (nodes_[set.id_at(it)].expandable()) {
     if (expandable_active_) {
-      // Count the unmapped space after a block as part of its size, so a block touching the
-      // unmapped tail is passed over for the next larger interior block.
-      auto expandable_size = [this](NodeId id) {
-        const Node& n = nodes_[id];
-        return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
-      };
-      StreamBlocks::Pos next = set.next(it);
-      while (nodes_[set.id_at(it)].expandable() && !set.is_end(next) &&
-             expandable_size(set.id_at(next)) < expandable_size(set.id_at(it))) {
-        it = next;
-        next = set.next(next);
-      }
+      // A best fit with no unmapped space after it stays (see pass_unmapped_tails); the test
+      // is made here so that the common case makes no call.
+      const Node& fit = nodes_[set.id_at(it)];
+      if (fit.next != kNil && !nodes_[fit.next].mapped) it = pass_unmapped_tails(set, it);
     } else {
       // Expandable segments were switched off: such blocks are skipped entirely.
       do {
@@ -105,6 +97,26 @@ bool CachingAllocator::get_free_block(Request& r) {
   r.found_in = &set;  // alloc_found_block takes it out at this position: no second search
   r.found_at = it;
   return true;
+}
+
+// §7.4: counts the unmapped space after a block as part of its size, so a block touching the
+// unmapped tail is passed over for the next larger interior block. Out of line: only expandable
+// segments get here, and the loop kept in malloc cost every request registers.
+StreamBlocks::Pos CachingAllocator::pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const {
+  auto expandable_size = [this](NodeId id) {
+    const Node& n = nodes_[id];
+    return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
+  };
+  while (nodes_[set.id_at(it)].expandable()) {
+    const Bytes counted = expandable_size(set.id_at(it));
+    // No unmapped space after it: every later block is at least as large (the set's order), so
+    // none counts smaller and the step below would stop; the next block is not looked up.
+    if (counted == set.size_at(it)) break;
+    const StreamBlocks::Pos next = set.next(it);
+    if (set.is_end(next) || !(expandable_size(set.id_at(next)) < counted)) break;
+    it = next;
+  }
+  return it;
 }
 
 // §5.1: a new segment (cudaMalloc) or new pages (expandable).
@@ -149,16 +161,24 @@ Block CachingAllocator::alloc_found_block(Request& r) {
   const bool split = should_split(nodes_[r.block], r.rounded);
   const bool already_split = nodes_[r.block].is_split();
   if (split) {
-    const NodeId rest = nodes_.create();  // may move the arena: take references afterwards
+    const NodeId rest = nodes_.create_unfilled();  // may move the arena: take references afterwards
     Node& b = nodes_[r.block];
     Node& rem = nodes_[rest];
+    // Every field, as a fresh Node would have them but for the carved range and its links
+    // (gc_base is set where the remainder is filed, take_found_block).
     rem.addr = b.addr + r.rounded;
     rem.size = b.size - r.rounded;
+    rem.requested = 0;
     rem.stream = b.stream;
-    rem.pool = b.pool;
-    rem.segment = b.segment;
     rem.prev = r.block;
     rem.next = b.next;
+    rem.segment = b.segment;
+    rem.serial = 0;
+    rem.pool = b.pool;
+    rem.allocated = false;
+    rem.pending = false;
+    rem.mapped = true;  // b is mapped: it was found free or just allocated/mapped
+    rem.live = true;
     if (b.next != kNil) nodes_[b.next].prev = rest;
     b.next = rest;
     b.size = r.rounded;
@@ -256,7 +276,7 @@ void CachingAllocator::free_completed(const Block& block) {
   if (n == nullptr || !n->pending) return;  // e.g. already completed by empty_cache (§5.3 step 1)
   n->pending = false;
   --pending_live_;
-  free_block(static_cast<NodeId>(block.cookie & 0xffffffffu));
+  free_block_body(static_cast<NodeId>(block.cookie & 0xffffffffu));
   if (pending_.size() > 64 && pending_.size() > 2 * pending_live_) {
     std::erase_if(pending_, [this](const auto& p) {
       const Node& m = nodes_[p.first];
@@ -279,55 +299,41 @@ void CachingAllocator::free(const Block& block) {
   } else {
     return;
   }
-  free_block(static_cast<NodeId>(block.cookie & 0xffffffffu));
+  free_block_body(static_cast<NodeId>(block.cookie & 0xffffffffu));
 }
 
+// free() and free_completed() are the per-event callers: they get free_block's body inlined
+// (no call, no spills across it); release.cpp's synchronize_and_free_events calls this copy.
+void CachingAllocator::free_block(NodeId id) { free_block_body(id); }
+
 // §6 step 3 / §4.3 / §4.4: merge with free neighbours, back into the pool, net inactive_split.
-void CachingAllocator::free_block(NodeId id) {
+void CachingAllocator::free_block_body(NodeId id) {
   Node& n = nodes_[id];
   const Bytes original_size = n.size;
   const Bytes requested = n.requested;
   const PoolKind kind = n.pool;
   BlockPool& pool = pool_of(kind);
-  std::int64_t d_count = 0;
-  std::int64_t d_bytes = 0;
-  // The last free mapped neighbour absorbed stays filed until the end: the merged block sorts
-  // above it (it is larger), often in the same size class, and then takes its place there.
-  StreamBlocks* kept_in = nullptr;
-  StreamBlocks::Pos kept_at{};
-  const NodeId candidates[2] = {n.prev, n.next};
-  for (NodeId c : candidates) {
-    if (c == kNil || !nodes_[c].reusable()) continue;  // the common case, decided without a call
-    Bytes subsumed = 0;
-    if (nodes_[c].mapped && nodes_[id].mapped) {
-      if (kept_in != nullptr) kept_in->erase(kept_at);  // the first neighbour leaves after all
-      const Node& s = nodes_[c];
-      kept_in = pool.blocks.find(s.stream);
-      kept_at = kept_in->lower_bound(size_addr(s.size, s.addr));
-      subsumed = absorb_block(id, c);
-    } else {
-      subsumed = try_merge_blocks(id, c, pool);
-    }
-    if (subsumed > 0) {
-      d_count -= 1;
-      d_bytes -= static_cast<std::int64_t>(subsumed);
-    }
-  }
-  if (kept_in == nullptr) {
+  MergeState ms;
+  // Both neighbours are read before either merge (absorbing prev leaves next as it was), and
+  // tried in PyTorch's order: prev, then next.
+  const NodeId next = n.next;
+  merge_neighbour(id, n.prev, pool, ms);
+  merge_neighbour(id, next, pool, ms);
+  if (ms.kept_in == nullptr) {
     insert_into_blocks(pool, id);
   } else {
     Node& merged = nodes_[id];
     merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
-    kept_in->refile(kept_at, size_addr(merged.size, merged.addr), id);
+    ms.kept_in->refile(ms.kept_at, size_addr(merged.size, merged.addr), id);
   }
   const Node& m = nodes_[id];
   if (m.is_split()) {
-    d_count += 1;
-    d_bytes += static_cast<std::int64_t>(m.size);
+    ms.d_count += 1;
+    ms.d_bytes += static_cast<std::int64_t>(m.size);
   }
   if (!m.expandable()) {
-    stats_.inactive_split.apply(kind, d_count);
-    stats_.inactive_split_bytes.apply(kind, d_bytes);
+    stats_.inactive_split.apply(kind, ms.d_count);
+    stats_.inactive_split_bytes.apply(kind, ms.d_bytes);
   }
   // Without a pending block ever, free() has just taken the same amounts off allocation (split_active()).
   if (active_split_) {
@@ -335,6 +341,27 @@ void CachingAllocator::free_block(NodeId id) {
     stats_.active_bytes.decrease(kind, original_size);
   }
   stats_.requested_bytes.decrease(kind, requested);
+}
+
+// One neighbour `c` of the block being freed (§4.3). The last free mapped neighbour absorbed
+// stays filed until free_block ends: the merged block sorts above it (it is larger), often in
+// the same size class, and then takes its place there.
+void CachingAllocator::merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms) {
+  if (c == kNil || !nodes_[c].reusable()) return;  // the common case, decided without a call
+  Bytes subsumed = 0;
+  if (nodes_[c].mapped && nodes_[id].mapped) {
+    if (ms.kept_in != nullptr) ms.kept_in->erase(ms.kept_at);  // the first neighbour leaves after all
+    const Node& s = nodes_[c];
+    ms.kept_in = pool.blocks.find(s.stream);
+    ms.kept_at = ms.kept_in->lower_bound(size_addr(s.size, s.addr));
+    subsumed = absorb_block(id, c);
+  } else {
+    subsumed = try_merge_blocks(id, c, pool);
+  }
+  if (subsumed > 0) {
+    ms.d_count -= 1;
+    ms.d_bytes -= static_cast<std::int64_t>(subsumed);
+  }
 }
 
 // Absorbs `src` into `dst` if src is a reusable neighbour in the same mapped state; returns
@@ -368,12 +395,6 @@ Bytes CachingAllocator::absorb_block(NodeId dst, NodeId src) {
   d.size += subsumed;
   nodes_.destroy(src);
   return subsumed;
-}
-
-void CachingAllocator::insert_into_blocks(BlockPool& pool, NodeId id) {
-  Node& n = nodes_[id];
-  n.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3)
-  pool.blocks.insert(FreeEntry{n.stream, n.size, n.addr, id});
 }
 
 }  // namespace fraglab::cca

@@ -113,13 +113,28 @@ class CachingAllocator {
 
   // caching_allocator.cpp
   [[gnu::always_inline]] inline bool get_free_block(Request& r);  // malloc is its one caller
+  [[gnu::noinline]] StreamBlocks::Pos pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const;
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
   [[gnu::always_inline]] inline Block alloc_found_block(Request& r);  // malloc is its one caller
-  void free_block(NodeId id);
+  void free_block(NodeId id);  // for release.cpp; free() and free_completed() inline the body
+  [[gnu::always_inline]] inline void free_block_body(NodeId id);
+  // free_block's net inactive_split change (§4.4) and the neighbour left filed for refile().
+  struct MergeState {
+    std::int64_t d_count = 0;
+    std::int64_t d_bytes = 0;
+    StreamBlocks* kept_in = nullptr;
+    StreamBlocks::Pos kept_at{};
+  };
+  [[gnu::always_inline]] inline void merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
-  Bytes absorb_block(NodeId dst, NodeId src);
-  void insert_into_blocks(BlockPool& pool, NodeId id);
+  [[gnu::always_inline]] inline Bytes absorb_block(NodeId dst, NodeId src);  // free_block's merges, per free
+  // In the header and always inlined: every free and split files a block through it.
+  [[gnu::always_inline]] void insert_into_blocks(BlockPool& pool, NodeId id) {
+    Node& n = nodes_[id];
+    n.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3)
+    pool.blocks.insert(FreeEntry{n.stream, n.size, n.addr, id});
+  }
   [[gnu::always_inline]] inline void take_found_block(Request& r, NodeId remainder);  // for alloc_found_block only
   void oom(const Request& r);
 

@@ -227,6 +227,8 @@ void Replayer::feed(std::span<const Event> events) {
   Bytes peak_requested = m.peak_requested;
   Bytes peak_allocated = m.peak_allocated;
   const bool stop_on_oom = options_.stop_on_oom;
+  // Observers are added before a run (add_observer), never by an event: read once per piece.
+  const bool observed = !observers_.empty();
   // Event indices count from the first event of the trace, whichever piece this is.
   const std::uint64_t first = run_->index;
   std::uint64_t index = first;
@@ -249,6 +251,9 @@ void Replayer::feed(std::span<const Event> events) {
         requested += e.size;
         allocated += block->size;
         held += block->size;
+        // Only an alloc raises requested and allocated: their peaks are taken here.
+        peak_requested = std::max(peak_requested, requested);
+        peak_allocated = std::max(peak_allocated, allocated);
         break;
       }
       case Op::Free:
@@ -301,9 +306,7 @@ void Replayer::feed(std::span<const Event> events) {
       // Still at the peak (a cache, or a static arena, holds it): the busiest moment counts.
       m.allocated_at_peak_reserved = allocated;
     }
-    peak_requested = std::max(peak_requested, requested);
-    peak_allocated = std::max(peak_allocated, allocated);
-    if (!observers_.empty()) {
+    if (observed) {
       const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out, &device_.time()};
       for (ReplayObserver* o : observers_) o->on_event(point);
     }
