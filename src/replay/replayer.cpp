@@ -57,12 +57,12 @@ class LiveTable {
     }
   }
   LiveAllocation& operator[](AllocId id) {
-    if (dense_) return touch(id);
+    if (dense_) return dense_at(id);
     if (paged_) return paged_slot(id);
     return sparse_[id];
   }
   LiveAllocation* find(AllocId id) {
-    if (dense_) return id < constructed_ && slot(id).in_use ? &slot(id) : nullptr;
+    if (dense_) return dense_find(id);
     if (paged_ && (id >> kPageBits) < pages_.size()) {
       Page* page = pages_[id >> kPageBits].get();
       if (page != nullptr && page->slots[id & kPageMask].in_use) return &page->slots[id & kPageMask];
@@ -72,12 +72,7 @@ class LiveTable {
   }
   void erase(AllocId id) {
     if (dense_) {
-      // find() returned it: constructed. Only the flags are reset: the block is read only while
-      // in_use, and the next alloc of this id writes it (or marks the slot out_of_memory).
-      LiveAllocation& live = slot(id);
-      live.in_use = false;
-      live.free_requested = false;
-      live.out_of_memory = false;
+      dense_erase(id);
       return;
     }
     if (paged_ && (id >> kPageBits) < pages_.size()) {
@@ -92,6 +87,19 @@ class LiveTable {
   }
   // Paged: the events seen so far, which bound the ids kept in pages.
   void seen(std::uint64_t events) { dense_bound_ = 2 * events + 1024; }
+  // The dense table's own operator[], find and erase, for a caller that tested dense() once
+  // (Replayer::feed picks its loop by it instead of testing it at every event).
+  bool dense() const { return dense_; }
+  LiveAllocation& dense_at(AllocId id) { return touch(id); }
+  LiveAllocation* dense_find(AllocId id) { return id < constructed_ && slot(id).in_use ? &slot(id) : nullptr; }
+  void dense_erase(AllocId id) {
+    // find() returned it: constructed. Only the flags are reset: the block is read only while
+    // in_use, and the next alloc of this id writes it (or marks the slot out_of_memory).
+    LiveAllocation& live = slot(id);
+    live.in_use = false;
+    live.free_requested = false;
+    live.out_of_memory = false;
+  }
 
  private:
   static constexpr unsigned kPageBits = 12;
@@ -233,89 +241,105 @@ void Replayer::feed(std::span<const Event> events) {
   const std::uint64_t first = run_->index;
   std::uint64_t index = first;
   const std::uint64_t total = first + events.size();
-  for (; index < total; ++index) {
-    const Event& e = events[index - first];
-    const Block* handed_out = nullptr;
-    switch (e.op) {
-      case Op::Alloc: {
-        LiveAllocation& slot = live[e.id];
-        slot.in_use = true;
-        std::optional<Block> block = policy_.allocate(e.size, e.stream);
-        if (!block) {
-          slot.out_of_memory = true;
-          result.ooms.push_back({index, e.size, e.stream, policy_.last_oom_message()});
+  // The loop is compiled once for a dense table and once for the others, so that the choice is
+  // made once per piece, not at every event (which table holds an id changes no result).
+  auto replay = [&]<bool kDense>(std::bool_constant<kDense>) {
+    auto erase = [&live](AllocId id) {
+      if constexpr (kDense) {
+        live.dense_erase(id);
+      } else {
+        live.erase(id);
+      }
+    };
+    for (; index < total; ++index) {
+      const Event& e = events[index - first];
+      const Block* handed_out = nullptr;
+      switch (e.op) {
+        case Op::Alloc: {
+          LiveAllocation& slot = kDense ? live.dense_at(e.id) : live[e.id];
+          slot.in_use = true;
+          std::optional<Block> block = policy_.allocate(e.size, e.stream);
+          if (!block) {
+            slot.out_of_memory = true;
+            result.ooms.push_back({index, e.size, e.stream, policy_.last_oom_message()});
+            break;
+          }
+          slot.block = *block;
+          handed_out = &slot.block;
+          requested += e.size;
+          allocated += block->size;
+          held += block->size;
+          // Only an alloc raises requested and allocated: their peaks are taken here.
+          peak_requested = std::max(peak_requested, requested);
+          peak_allocated = std::max(peak_allocated, allocated);
           break;
         }
-        slot.block = *block;
-        handed_out = &slot.block;
-        requested += e.size;
-        allocated += block->size;
-        held += block->size;
-        // Only an alloc raises requested and allocated: their peaks are taken here.
-        peak_requested = std::max(peak_requested, requested);
-        peak_allocated = std::max(peak_allocated, allocated);
-        break;
-      }
-      case Op::Free:
-      case Op::FreeRequested:
-      case Op::FreeCompleted: {
-        LiveAllocation* slot = live.find(e.id);
-        if (slot == nullptr) break;  // validate_trace() rules this out for loaded traces
-        if (slot->out_of_memory) {
-          if (e.op != Op::FreeRequested) live.erase(e.id);
+        case Op::Free:
+        case Op::FreeRequested:
+        case Op::FreeCompleted: {
+          LiveAllocation* slot = kDense ? live.dense_find(e.id) : live.find(e.id);
+          if (slot == nullptr) break;  // validate_trace() rules this out for loaded traces
+          if (slot->out_of_memory) {
+            if (e.op != Op::FreeRequested) erase(e.id);
+            break;
+          }
+          if (e.op != Op::FreeCompleted && !slot->free_requested) {
+            allocated -= slot->block.size;
+            slot->free_requested = true;
+          }
+          if (e.op == Op::FreeRequested) {
+            policy_.free_requested(slot->block);
+          } else {
+            if (e.op == Op::Free)
+              policy_.free(slot->block);
+            else
+              policy_.free_completed(slot->block);
+            requested -= slot->block.requested;
+            held -= slot->block.size;
+            erase(e.id);
+          }
           break;
         }
-        if (e.op != Op::FreeCompleted && !slot->free_requested) {
-          allocated -= slot->block.size;
-          slot->free_requested = true;
-        }
-        if (e.op == Op::FreeRequested) {
-          policy_.free_requested(slot->block);
-        } else {
-          if (e.op == Op::Free)
-            policy_.free(slot->block);
-          else
-            policy_.free_completed(slot->block);
-          requested -= slot->block.requested;
-          held -= slot->block.size;
-          live.erase(e.id);
-        }
-        break;
+        case Op::EmptyCache:
+          // torch.cuda.empty_cache() waits for the device before it frees (README "Device time").
+          device_.synchronize();
+          policy_.empty_cache();
+          break;
+        case Op::Mark:
+          policy_.mark(trace_.string_at(static_cast<std::uint32_t>(e.id)),
+                       trace_.string_at(static_cast<std::uint32_t>(e.size)));
+          break;
+        default:  // observed events are not inputs to a policy
+          break;
       }
-      case Op::EmptyCache:
-        // torch.cuda.empty_cache() waits for the device before it frees (README "Device time").
-        device_.synchronize();
-        policy_.empty_cache();
-        break;
-      case Op::Mark:
-        policy_.mark(trace_.string_at(static_cast<std::uint32_t>(e.id)),
-                     trace_.string_at(static_cast<std::uint32_t>(e.size)));
-        break;
-      default:  // observed events are not inputs to a policy
-        break;
-    }
 
-    const Bytes reserved = device_.reserved();
-    lowest_reserved = std::min(lowest_reserved, reserved);
-    if (reserved > best_reserved) {
-      best_reserved = reserved;
-      m.lowest_reserved_before_peak = lowest_reserved;
-      m.allocated_at_peak_reserved = allocated;
-      m.peak_reserved_event = static_cast<std::int64_t>(index);
-    } else if (reserved == best_reserved && allocated > m.allocated_at_peak_reserved) {
-      // Still at the peak (a cache, or a static arena, holds it): the busiest moment counts.
-      m.allocated_at_peak_reserved = allocated;
+      const Bytes reserved = device_.reserved();
+      lowest_reserved = std::min(lowest_reserved, reserved);
+      if (reserved > best_reserved) {
+        best_reserved = reserved;
+        m.lowest_reserved_before_peak = lowest_reserved;
+        m.allocated_at_peak_reserved = allocated;
+        m.peak_reserved_event = static_cast<std::int64_t>(index);
+      } else if (reserved == best_reserved && allocated > m.allocated_at_peak_reserved) {
+        // Still at the peak (a cache, or a static arena, holds it): the busiest moment counts.
+        m.allocated_at_peak_reserved = allocated;
+      }
+      if (observed) {
+        const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out, &device_.time()};
+        for (ReplayObserver* o : observers_) o->on_event(point);
+      }
+      if (stop_on_oom && e.op == Op::Alloc && handed_out == nullptr && !result.ooms.empty()) {
+        result.stopped_on_oom = true;
+        run_->stopped = true;
+        ++index;
+        break;
+      }
     }
-    if (observed) {
-      const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out, &device_.time()};
-      for (ReplayObserver* o : observers_) o->on_event(point);
-    }
-    if (stop_on_oom && e.op == Op::Alloc && handed_out == nullptr && !result.ooms.empty()) {
-      result.stopped_on_oom = true;
-      run_->stopped = true;
-      ++index;
-      break;
-    }
+  };
+  if (live.dense()) {
+    replay(std::true_type{});
+  } else {
+    replay(std::false_type{});
   }
   m.peak_requested = peak_requested;
   m.peak_allocated = peak_allocated;
