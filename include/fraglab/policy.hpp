@@ -141,6 +141,16 @@ class Policy {
 
   // nullopt = out of memory (the policy counts it in num_ooms and keeps a message).
   virtual std::optional<Block> allocate(Bytes size, StreamId stream) = 0;
+  // allocate(), the block written into `out` (the caller's own slot) instead of returned: false =
+  // out of memory, `out` then unchanged. The Replayer calls this one, at every alloc event; a
+  // policy whose allocator can write the block in place overrides it (pytorch) to save the copy
+  // through the optional. It must decide exactly as allocate() does.
+  virtual bool allocate_into(Bytes size, StreamId stream, Block& out) {
+    std::optional<Block> block = allocate(size, stream);
+    if (!block) return false;
+    out = *block;
+    return true;
+  }
   // The program freed the block; it may still be in use on other streams until free_completed.
   virtual void free_requested(const Block& block) = 0;
   // The block is really free now and may be reused.

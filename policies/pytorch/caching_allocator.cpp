@@ -30,11 +30,14 @@ CachingAllocator::CachingAllocator(Config config, Device& device)
 
 // ---- malloc (§5) ------------------------------------------------------------------------------
 
-std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
-  if (size == 0) return Block{0, 0, 0, stream, kZeroCookie};  // PyTorch returns a null pointer
+bool CachingAllocator::malloc(Bytes size, StreamId stream, Block& out) {
+  if (size == 0) {
+    out = Block{0, 0, 0, stream, kZeroCookie};  // PyTorch returns a null pointer
+    return true;
+  }
   if (size >= kMaxRequest) {
     last_oom_ = "CUDA out of memory. Tried to allocate more than 1EB memory.";  // not in num_ooms
-    return std::nullopt;
+    return false;
   }
   Request r;
   r.requested = size;
@@ -58,9 +61,10 @@ std::optional<Block> CachingAllocator::malloc(Bytes size, StreamId stream) {
   }
   if (!found) {
     oom(r);
-    return std::nullopt;
+    return false;
   }
-  return alloc_found_block(r);
+  alloc_found_block(r, out);
+  return true;
 }
 
 // §3.2: best fit on (stream, size, address), expandable tweak (§7.4), max_split_size rules.
@@ -156,7 +160,7 @@ bool CachingAllocator::should_split(const Node& block, Bytes rounded) const {
 }
 
 // §5 step 7 / §4.2 / §4.4: carve from the low end, account inactive splits, mark allocated.
-Block CachingAllocator::alloc_found_block(Request& r) {
+void CachingAllocator::alloc_found_block(Request& r, Block& out) {
   const PoolKind pool = r.pool->kind;
   const bool split = should_split(nodes_[r.block], r.rounded);
   const bool already_split = nodes_[r.block].is_split();
@@ -210,7 +214,7 @@ Block CachingAllocator::alloc_found_block(Request& r) {
   }
   stats_.requested_bytes.increase(pool, b.requested);
   if (b.size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
-  return Block{b.addr, b.size, b.requested, b.stream, cookie_of(r.block, b)};
+  out = Block{b.addr, b.size, b.requested, b.stream, cookie_of(r.block, b)};
 }
 
 // The best fit leaves its pool and a split's remainder enters it (§4.2). The remainder sorts

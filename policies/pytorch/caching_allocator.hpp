@@ -45,7 +45,14 @@ class CachingAllocator {
   CachingAllocator(Config config, Device& device);
 
   // PyTorch's malloc: nullopt on OOM (then last_oom_message() has PyTorch's text).
-  std::optional<Block> malloc(Bytes size, StreamId stream);
+  std::optional<Block> malloc(Bytes size, StreamId stream) {
+    Block block;
+    if (!malloc(size, stream, block)) return std::nullopt;
+    return block;
+  }
+  // The same, the block written into `out` (false on OOM, `out` then unchanged): the replay's
+  // hot path, which keeps the block in its live slot.
+  bool malloc(Bytes size, StreamId stream, Block& out);
   void free_requested(const Block& block);  // user free: allocated bytes drop now (§6)
   void free_completed(const Block& block);  // the block returns to its pool (merges)
   void free(const Block& block);            // both at once
@@ -116,7 +123,7 @@ class CachingAllocator {
   [[gnu::noinline]] StreamBlocks::Pos pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const;
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
-  [[gnu::always_inline]] inline Block alloc_found_block(Request& r);  // malloc is its one caller
+  [[gnu::always_inline]] inline void alloc_found_block(Request& r, Block& out);  // malloc is its one caller
   void free_block(NodeId id);  // for release.cpp; free() and free_completed() inline the body
   [[gnu::always_inline]] inline void free_block_body(NodeId id);
   // free_block's net inactive_split change (§4.4) and the neighbour left filed for refile().

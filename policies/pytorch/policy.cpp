@@ -17,6 +17,7 @@ class PytorchPolicy final : public Policy {
   void prepare(const Trace& trace) override { allocator_.prepare(trace); }
   std::vector<std::optional<Block>> adopt(const InitialState& initial) override { return allocator_.adopt(initial); }
   std::optional<Block> allocate(Bytes size, StreamId stream) override { return allocator_.malloc(size, stream); }
+  bool allocate_into(Bytes size, StreamId stream, Block& out) override { return allocator_.malloc(size, stream, out); }
   void free_requested(const Block& block) override { allocator_.free_requested(block); }
   void free_completed(const Block& block) override { allocator_.free_completed(block); }
   void free(const Block& block) override { allocator_.free(block); }

@@ -258,17 +258,16 @@ void Replayer::feed(std::span<const Event> events) {
         case Op::Alloc: {
           LiveAllocation& slot = kDense ? live.dense_at(e.id) : live[e.id];
           slot.in_use = true;
-          std::optional<Block> block = policy_.allocate(e.size, e.stream);
-          if (!block) {
+          // Written into the slot: no copy of the block through an optional.
+          if (!policy_.allocate_into(e.size, e.stream, slot.block)) {
             slot.out_of_memory = true;
             result.ooms.push_back({index, e.size, e.stream, policy_.last_oom_message()});
             break;
           }
-          slot.block = *block;
           handed_out = &slot.block;
           requested += e.size;
-          allocated += block->size;
-          held += block->size;
+          allocated += slot.block.size;
+          held += slot.block.size;
           // Only an alloc raises requested and allocated: their peaks are taken here.
           peak_requested = std::max(peak_requested, requested);
           peak_allocated = std::max(peak_allocated, allocated);
