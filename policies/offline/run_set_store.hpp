@@ -88,21 +88,35 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
 // The offset best fit picks given the offsets taken (sorted disjoint runs): the start of the
 // smallest gap of at least `size` bytes below the top run, the lowest offset among equal gaps;
 // else the end of the top run (greedy_plan.hpp, step 3).
-inline Bytes best_fit_in(std::span<const OffsetRun> taken, Bytes size) {
-  Bytes gap_begin = 0;
-  Bytes best_gap = std::numeric_limits<Bytes>::max();
-  Bytes best_offset = 0;
-  bool found = false;
-  for (const OffsetRun& run : taken) {
-    const Bytes gap = run.begin - gap_begin;
-    if (gap >= size && gap < best_gap) {
-      best_gap = gap;
-      best_offset = gap_begin;
-      found = true;
+// The choice both scans below make, gap by gap in offset order: the smallest gap that holds
+// `size`, the first (lowest) among equal ones; none, the offset above the last run.
+class BestGap {
+ public:
+  explicit BestGap(Bytes size) : size_(size) {}
+  void consider(Bytes gap_begin, Bytes gap) {
+    if (gap >= size_ && gap < best_gap_) {
+      best_gap_ = gap;
+      best_offset_ = gap_begin;
+      found_ = true;
     }
+  }
+  Bytes offset(Bytes top) const { return found_ ? best_offset_ : top; }
+
+ private:
+  Bytes size_;
+  Bytes best_gap_ = std::numeric_limits<Bytes>::max();
+  Bytes best_offset_ = 0;
+  bool found_ = false;
+};
+
+inline Bytes best_fit_in(std::span<const OffsetRun> taken, Bytes size) {
+  BestGap best(size);
+  Bytes gap_begin = 0;
+  for (const OffsetRun& run : taken) {
+    best.consider(gap_begin, run.begin - gap_begin);
     gap_begin = run.end;
   }
-  return found ? best_offset : gap_begin;
+  return best.offset(gap_begin);
 }
 
 // best_fit_in(a ∪ b, size) without writing the union: the runs of both sets in order of begin,
@@ -114,18 +128,11 @@ inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const Off
   const OffsetRun* const i_end = i + a.size();
   const OffsetRun* j = b.data();
   const OffsetRun* const j_end = j + b.size();
+  BestGap best(size);
   Bytes top = 0;
-  Bytes best_gap = std::numeric_limits<Bytes>::max();
-  Bytes best_offset = 0;
-  bool found = false;
   const auto take = [&](const OffsetRun& run) {
     if (run.begin > top) {
-      const Bytes gap = run.begin - top;
-      if (gap >= size && gap < best_gap) {
-        best_gap = gap;
-        best_offset = top;
-        found = true;
-      }
+      best.consider(top, run.begin - top);
       top = run.end;
     } else {
       top = std::max(top, run.end);
@@ -134,7 +141,7 @@ inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const Off
   while (i != i_end && j != j_end) take(i->begin <= j->begin ? *i++ : *j++);
   for (; i != i_end; ++i) take(*i);
   for (; j != j_end; ++j) take(*j);
-  return found ? best_offset : top;
+  return best.offset(top);
 }
 
 // Adds [run.begin, run.end) to a sorted set of disjoint, non-touching runs held in a vector.
