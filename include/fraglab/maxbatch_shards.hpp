@@ -9,7 +9,10 @@
 // gives the same MaxbatchResult as one machine replaying all specs.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fraglab/maxbatch.hpp"
@@ -64,6 +67,13 @@ class MaxbatchResultsFile {
 // included) left in `path`; none when the file is missing or empty. Throws InputError (one line,
 // naming the file) when it is not a maxbatch results file or holds another run's results.
 std::vector<SweepRow> rows_to_resume(const std::string& path, const MaxbatchMeta& meta);
+
+// The runs among a maxbatch results file's rows, by (micro-batch, spec), added to `runs`. A row
+// whose micro_batch cell is not a decimal count of at most 9 digits is no run a search asks for
+// and is left out; of two rows of one run, the one added first is kept. The pointers are into
+// `rows`.
+using MaxbatchRuns = std::map<std::pair<std::uint32_t, std::string>, const SweepRow*>;
+void add_runs_by_batch(const std::vector<SweepRow>& rows, MaxbatchRuns& runs);
 
 // Reads the shard files of one maxbatch run and rebuilds its result. Throws InputError (one line,
 // naming the files) when a file is not a maxbatch results file, files come from different runs,

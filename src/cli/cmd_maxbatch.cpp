@@ -10,7 +10,6 @@
 
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -194,10 +193,8 @@ int cmd_maxbatch(int argc, char** argv) {
     stream = std::make_unique<MaxbatchResultsFile>(output, std::move(meta), done);
   }
   // Runs of the interrupted search (--resume), by (micro-batch, spec): answered from the file.
-  std::map<std::pair<std::string, std::string>, const SweepRow*> done_runs;
-  for (const SweepRow& row : done) {
-    if (!row.knobs.empty() && row.knobs[0]) done_runs.emplace(std::make_pair(*row.knobs[0], row.spec), &row);
-  }
+  MaxbatchRuns done_runs;
+  add_runs_by_batch(done, done_runs);
   if (resume) log::note(fmt::format("maxbatch: {} runs already in {}", done_runs.size(), output));
   std::vector<SweepRow> rows;
 
@@ -211,7 +208,7 @@ int cmd_maxbatch(int argc, char** argv) {
     std::vector<Metrics> metrics(specs.size());
     std::vector<std::size_t> to_run;  // the specs whose run at this batch is not in the file yet
     for (std::size_t i = 0; i < specs.size(); ++i) {
-      const auto it = done_runs.find({std::to_string(batch), specs[i]});
+      const auto it = done_runs.find({batch, specs[i]});
       if (it == done_runs.end()) {
         to_run.push_back(i);
         continue;

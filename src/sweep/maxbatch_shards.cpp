@@ -208,6 +208,17 @@ void MaxbatchResultsFile::finish(std::vector<SweepRow> rows) {
   replace_file_with(path_, text);
 }
 
+void add_runs_by_batch(const std::vector<SweepRow>& rows, MaxbatchRuns& runs) {
+  for (const SweepRow& row : rows) {
+    // The micro_batch column as the search asks for it (a decimal count); anything else no search asks for.
+    const std::string text = row.knobs.empty() || !row.knobs[0] ? std::string() : *row.knobs[0];
+    if (text.empty() || text.size() > 9 ||
+        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    runs.emplace(std::make_pair(static_cast<std::uint32_t>(std::stoul(text)), row.spec), &row);
+  }
+}
+
 MaxbatchMerge merge_maxbatch_files(const std::vector<std::string>& paths) {
   if (paths.empty()) throw InputError("--merge: expected one results file per shard");
   std::vector<ShardFile> files;
@@ -228,18 +239,9 @@ MaxbatchMerge merge_maxbatch_files(const std::vector<std::string>& paths) {
       throw InputError(fmt::format("--merge: shard {} is missing ({} of {} shard files given)",
                                    shard_text(Shard{i, first.shard.count}), files.size(), first.shard.count));
   }
-  // (batch, spec) -> the run's metrics, from whichever shard ran it (shards of one run agree).
-  std::map<std::pair<std::uint32_t, std::string>, Metrics> runs;
-  for (const ShardFile& file : files) {
-    for (const SweepRow& row : file.rows) {
-      // The micro_batch column as the search asks for it (a decimal count); anything else no search asks for.
-      const std::string text = row.knobs.empty() || !row.knobs[0] ? std::string() : *row.knobs[0];
-      if (text.empty() || text.size() > 9 ||
-          !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        continue;
-      runs.emplace(std::make_pair(static_cast<std::uint32_t>(std::stoul(text)), row.spec), row.metrics);
-    }
-  }
+  // (batch, spec) -> the run, from whichever shard ran it (shards of one run agree).
+  MaxbatchRuns runs;
+  for (const ShardFile& file : files) add_runs_by_batch(file.rows, runs);
   const MaxbatchBounds& bounds = first.bounds;
   // Each spec's search alone first, refusing a run no file holds (a shard that did not finish).
   for (std::size_t i = 0; i < first.specs.size(); ++i) {
@@ -251,7 +253,7 @@ MaxbatchMerge merge_maxbatch_files(const std::vector<std::string>& paths) {
             fmt::format("--merge: no run of {} at micro-batch {} in the files of shard {} (a shard that "
                         "did not finish?)",
                         spec, b, shard_text(Shard{i % first.shard.count, first.shard.count})));
-      return std::vector<Metrics>{it->second};
+      return std::vector<Metrics>{it->second->metrics};
     });
   }
   // Every run a search asks for is there: the whole search, as one machine runs it.
@@ -262,7 +264,7 @@ MaxbatchMerge merge_maxbatch_files(const std::vector<std::string>& paths) {
     std::vector<Metrics> m(first.specs.size());
     for (std::size_t i = 0; i < m.size(); ++i) {
       const auto it = runs.find({b, first.specs[i]});
-      if (it != runs.end()) m[i] = it->second;  // absent: a spec whose search does not ask for b
+      if (it != runs.end()) m[i] = it->second->metrics;  // absent: a spec whose search does not ask for b
     }
     return m;
   });
