@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -26,15 +27,17 @@ namespace fraglab::offline {
 namespace {
 
 // The request ordinals in XLA's spatial order (GetSpatialBufferIntervalCompare): size desc,
-// duration desc, id asc. A stable LSD radix sort by (size desc, lifetime desc), 8-bit digits, the
-// lifetime's first: stable, so equal keys keep ordinal order. Keys count down from the largest
-// value (descending becomes ascending), and a digit that is the same in every key is skipped: a
-// few linear passes (a handful on training traces) instead of n log n comparisons that a branch predictor
-// cannot guess.
+// duration desc, id asc. One key per request, ascending: the size below the largest in its high
+// bits, the lifetime below the longest in its low bits (both count down from the largest value, so
+// descending becomes ascending; the sizes' common trailing zero bits, the alignment's, are dropped).
+// The key's order is the (size desc, lifetime desc) order, so a stable LSD radix sort of it by
+// 11-bit digits (equal keys keep ordinal order) is the spatial order: a few linear passes (three
+// on training traces) instead of n log n comparisons that a branch predictor cannot guess. When
+// the two fields do not fit one 64-bit key, the size goes in a second, more significant pass.
 std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
                                            const std::vector<PlannedRequest>& requests) {
   struct Keyed {
-    std::uint64_t key[2];  // [0]: lifetime below the longest, [1]: size below the largest
+    std::uint64_t key;
     std::uint32_t request;
   };
   Bytes largest = 0;
@@ -43,24 +46,46 @@ std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
     largest = std::max(largest, sizes[k]);
     longest = std::max(longest, requests[k].end - requests[k].begin);
   }
-  std::vector<Keyed> items(sizes.size());
-  for (std::uint32_t k = 0; k < items.size(); ++k) {
-    items[k] = Keyed{{longest - (requests[k].end - requests[k].begin), largest - sizes[k]}, k};
+  Bytes size_bits = 0;
+  std::uint64_t lifetime_bits = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    size_bits |= largest - sizes[k];
+    lifetime_bits |= longest - (requests[k].end - requests[k].begin);
   }
+  const int size_shift = size_bits == 0 ? 0 : std::countr_zero(size_bits);
+  const int lifetime_width = std::bit_width(lifetime_bits);
+  const bool one_key = std::bit_width(size_bits >> size_shift) + lifetime_width <= 64;
+  const auto lifetime_key = [&](std::uint32_t k) { return longest - (requests[k].end - requests[k].begin); };
+  const auto size_key = [&](std::uint32_t k) { return (largest - sizes[k]) >> size_shift; };
+  const auto above_lifetime = [&](std::uint64_t v) { return lifetime_width == 64 ? 0 : v << lifetime_width; };
+  std::vector<Keyed> items(sizes.size());
   std::vector<Keyed> sorted(items.size());
-  for (const std::size_t word : {0, 1}) {
-    std::uint64_t any_bits = 0;
-    for (const Keyed& item : items) any_bits |= item.key[word];
-    for (unsigned shift = 0; shift < 64 && (any_bits >> shift) != 0; shift += 8) {
-      const auto digit = [&](const Keyed& item) { return static_cast<std::size_t>((item.key[word] >> shift) & 0xff); };
-      std::array<std::size_t, 256> next{};  // counts, then where the next item of each digit goes
+  // Stable LSD radix sort of `items` by key, skipping the digits that are the same in every key.
+  const auto sort_by_key = [&](std::uint64_t any_bits) {
+    constexpr unsigned kDigitBits = 11;
+    for (unsigned shift = 0; shift < 64 && (any_bits >> shift) != 0; shift += kDigitBits) {
+      const auto digit = [&](const Keyed& item) {
+        return static_cast<std::size_t>((item.key >> shift) & ((1u << kDigitBits) - 1));
+      };
+      std::array<std::uint32_t, std::size_t{1} << kDigitBits> next{};  // counts, then where each digit's next goes
       for (const Keyed& item : items) ++next[digit(item)];
       if (next[digit(items[0])] == items.size()) continue;  // one digit value: nothing moves
-      std::size_t start = 0;
-      for (std::size_t& slot : next) start += std::exchange(slot, start);
+      std::uint32_t start = 0;
+      for (std::uint32_t& slot : next) start += std::exchange(slot, start);
       for (const Keyed& item : items) sorted[next[digit(item)]++] = item;
       items.swap(sorted);
     }
+  };
+  if (one_key) {
+    for (std::uint32_t k = 0; k < items.size(); ++k) {
+      items[k] = Keyed{above_lifetime(size_key(k)) | lifetime_key(k), k};
+    }
+    sort_by_key(above_lifetime(size_bits >> size_shift) | lifetime_bits);
+  } else {
+    for (std::uint32_t k = 0; k < items.size(); ++k) items[k] = Keyed{lifetime_key(k), k};
+    sort_by_key(lifetime_bits);
+    for (Keyed& item : items) item.key = size_key(item.request);
+    sort_by_key(size_bits >> size_shift);
   }
   std::vector<std::uint32_t> order(items.size());
   for (std::size_t n = 0; n < items.size(); ++n) order[n] = items[n].request;

@@ -542,18 +542,18 @@ TEST(OfflinePlan, OccupancyIndexRefusesAQueryItWasNotTold) {
   EXPECT_THROW(offline::OccupancyIndex(4, std::vector<offline::SlotRange>{{2, 5}}), std::logic_error);
 }
 
-// The placement order on keys wider than a byte (the order is sorted digit by digit): sizes from
-// one unit to terabytes, lifetimes up to ~2^18 positions, with ties in both; checked against the
-// order's definition through the plan of requests that all overlap (each goes on top of the ones
-// placed before it, so the offsets spell the order out).
-TEST(OfflinePlan, PlacementOrderHoldsForWideSizesAndLifetimes) {
-  Rng rng(7);
+// The placement order on keys wider than a digit (the order is sorted digit by digit): sizes from
+// one unit to 2^(size_shift + 10) bytes, lifetimes up to ~2^life_bits positions, with ties in
+// both; checked against the order's definition through the plan of requests that all overlap
+// (each goes on top of the ones placed before it, so the offsets spell the order out).
+void expect_spatial_order(std::uint64_t seed, std::uint64_t size_shift, std::uint64_t life_bits) {
+  Rng rng(seed);
   std::vector<PlannedRequest> requests;
-  const std::uint64_t middle = std::uint64_t{1} << 18;  // every interval contains it
+  const std::uint64_t middle = std::uint64_t{1} << (life_bits + 1);  // every interval contains it
   for (int i = 0; i < 400; ++i) {
-    const Bytes size = rng.below(4) == 0 ? Bytes{512} << rng.below(4) : (1 + rng.below(1000)) << rng.below(31);
-    const std::uint64_t before = rng.below(3) == 0 ? 100 : rng.below(std::uint64_t{1} << 17);
-    const std::uint64_t after = 1 + (rng.below(3) == 0 ? 50 : rng.below(std::uint64_t{1} << 17));
+    const Bytes size = rng.below(4) == 0 ? Bytes{512} << rng.below(4) : (1 + rng.below(1000)) << rng.below(size_shift);
+    const std::uint64_t before = rng.below(3) == 0 ? 100 : rng.below(std::uint64_t{1} << life_bits);
+    const std::uint64_t after = 1 + (rng.below(3) == 0 ? 50 : rng.below(std::uint64_t{1} << life_bits));
     requests.push_back(request(middle - before, middle + after, size));
   }
   std::sort(requests.begin(), requests.end(),
@@ -574,6 +574,15 @@ TEST(OfflinePlan, PlacementOrderHoldsForWideSizesAndLifetimes) {
     top += plan.sizes[k];
   }
   EXPECT_EQ(plan.heap_size, top);
+}
+
+// Sizes to terabytes, lifetimes to ~2^18: size and lifetime fit one 64-bit sort key.
+TEST(OfflinePlan, PlacementOrderHoldsForWideSizesAndLifetimes) { expect_spatial_order(7, 31, 17); }
+
+// Sizes to 2^54 bytes in 512-byte steps (~46 bits below the largest) and lifetimes to ~2^20 (21
+// bits): more than 64 bits together, so the sizes are sorted in a pass of their own.
+TEST(OfflinePlan, PlacementOrderHoldsWhenSizeAndLifetimeOverflowOneKey) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) expect_spatial_order(seed, 45, 20);
 }
 
 // A recorded PyTorch run (324 allocations live at the start, deferred frees): the plan is valid
