@@ -169,7 +169,9 @@ class RunSetStore {
   std::span<const OffsetRun> runs(const RunSet& set) const { return {pool_.get() + set.start, set.size}; }
 
   // Adds [run.begin, run.end) to the set. False when the set held it already (and is unchanged).
-  bool add_run(RunSet& set, OffsetRun run) {
+  // Inlined into the index's insert walks (~9 calls per planned request: the call and the saved
+  // registers were ~15% of its cost); growing a block stays out of line (move_to_block).
+  [[gnu::always_inline]] bool add_run(RunSet& set, OffsetRun run) {
     OffsetRun* const base = pool_.get() + set.start;
     OffsetRun* const end = base + set.size;
     // The first run that ends at or after run.begin touches or overlaps it, as may the ones after
@@ -234,7 +236,7 @@ class RunSetStore {
   }
 
   // Moves the set's runs into a block of `capacity` runs (a power of two) and frees the old one.
-  void move_to_block(RunSet& set, std::uint32_t capacity) {
+  [[gnu::noinline]] void move_to_block(RunSet& set, std::uint32_t capacity) {
     std::vector<std::uint32_t>& reuse = free_list(capacity);
     std::uint32_t start = 0;
     if (!reuse.empty()) {
