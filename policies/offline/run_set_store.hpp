@@ -217,7 +217,10 @@ class RunSetStore {
   }
 
  private:
-  static constexpr std::uint32_t kFirstCapacity = 2;
+  // A set's first block: 4 runs, not 2, since most sets the planner grows pass 2 runs (on lm2.7b
+  // a third fewer block moves, -0.7% of the replay's instructions; 8 saves little more for twice
+  // the memory of the many small sets).
+  static constexpr std::uint32_t kFirstCapacity = 4;
 
   // lower_bound by end over runs[0, size), without branches on the data (the comparisons of a
   // binary search over runs that merge and split are unpredictable).
