@@ -77,6 +77,13 @@ class OfflinePolicy final : public kit::RetryingPolicy {
   }
 
   std::optional<Block> allocate(Bytes size, StreamId stream) override {
+    Block block;
+    if (!allocate_into(size, stream, block)) return std::nullopt;
+    return block;
+  }
+
+  // The Replayer's call: the block written in place, not through an optional (policy.hpp).
+  bool allocate_into(Bytes size, StreamId stream, Block& out) override {
     if (!prepared_) {
       throw std::logic_error("offline: allocate() before prepare(): the offline policy plans from the whole trace");
     }
@@ -97,10 +104,11 @@ class OfflinePolicy final : public kit::RetryingPolicy {
           "offline: the plan needs {} bytes of one arena; the device has {} free (request of {} bytes; {} of {} bytes "
           "reserved)",
           plan_.heap_size, free_when_refused_, size, device_.reserved(), device_.capacity()));
-      return std::nullopt;
+      return false;
     }
     live_[k] = 1;
-    return Block{*arena_ + plan_.offsets[k], plan_.sizes[k], size, stream, k};
+    out = Block{*arena_ + plan_.offsets[k], plan_.sizes[k], size, stream, k};
+    return true;
   }
 
   // The block stays taken until the free completes (the plan's interval ends there).

@@ -9,6 +9,7 @@
 #include "fraglab/policy.hpp"
 #include "fraglab/sim_device.hpp"
 #include "fraglab/types.hpp"
+#include "policies/rig.hpp"
 
 namespace fraglab::test {
 namespace {
@@ -66,6 +67,33 @@ TEST(AllocateInto, PytorchRoundsAsAllocatorModelSaysIntoTheSlot) {
   EXPECT_EQ(out.size, 512u);
   EXPECT_EQ(out.requested, 1u);
   EXPECT_EQ(out.stream, 5u);
+}
+
+// offline overrides it too: the planned block of each call, in call order. Greedy by size puts
+// the 3 MiB request at offset 0 and the 1000-byte one (1024 with the 512-byte alignment) on top
+// of it, since their lifetimes overlap (greedy_plan.hpp); the first call is the 1000-byte one.
+TEST(AllocateInto, OfflineHandsOutThePlannedBlockIntoTheSlot) {
+  const Trace trace = make_trace({alloc(1, 1000), alloc(2, 3 * kMiB, 4), free_of(1), free_of(2)});
+  SimDevice device(SimDeviceConfig{64 * kMiB, 0});
+  std::unique_ptr<Policy> policy = create_policy("offline", device);
+  policy->prepare(trace);
+  Block out = kUntouched;
+  ASSERT_TRUE(policy->allocate_into(1000, 0, out));
+  expect_same(out, Block{SimDevice::kBaseAddress + 3 * kMiB, 1024, 1000, 0, 0});
+  ASSERT_TRUE(policy->allocate_into(3 * kMiB, 4, out));
+  expect_same(out, Block{SimDevice::kBaseAddress, 3 * kMiB, 3 * kMiB, 4, 1});
+}
+
+// A plan larger than the device: every call is out of memory, the slot is not written.
+TEST(AllocateInto, OfflineOutOfMemoryLeavesTheSlot) {
+  const Trace trace = make_trace({alloc(1, 3 * kMiB), alloc(2, 3 * kMiB), free_of(1), free_of(2)});
+  SimDevice device(SimDeviceConfig{4 * kMiB, 0});
+  std::unique_ptr<Policy> policy = create_policy("offline", device);
+  policy->prepare(trace);
+  Block out = kUntouched;
+  EXPECT_FALSE(policy->allocate_into(3 * kMiB, 0, out));
+  expect_untouched(out);
+  EXPECT_EQ(policy->counters().num_ooms, 1u);
 }
 
 }  // namespace
