@@ -16,7 +16,8 @@ CachingAllocator::CachingAllocator(Config config, Device& device)
     : config_(std::move(config)),
       device_(device),
       expandable_active_(config_.expandable_segments && has_expandable_segments(config_.version)),
-      oversize_slack_(config_.oversize_slack()) {
+      oversize_slack_(config_.oversize_slack()),
+      plain_rounding_(rounds_plainly(config_.rounding)) {
   if (config_.memory_fraction) {
     const double f = *config_.memory_fraction;
     if (!(fraction_one_means_unset(config_.version) && f >= 1.0)) {
@@ -42,7 +43,8 @@ bool CachingAllocator::malloc(Bytes size, StreamId stream, Block& out) {
   Request r;
   r.requested = size;
   bounds_.saw_request(size);
-  r.rounded = round_size(size, config_.rounding);
+  // size < kMaxRequest: round_up_512 cannot overflow.
+  r.rounded = plain_rounding_ ? round_up_512(size) : round_size(size, config_.rounding);
   r.stream = stream;
   r.pool = &pool_of(pool_for(r.rounded));
 

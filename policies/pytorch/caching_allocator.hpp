@@ -169,6 +169,7 @@ class CachingAllocator {
   Bytes oversize_slack_;          // §3.2 step 4 R
   std::optional<Bytes> allowed_;  // allowed_memory_maximum (memory fraction), §5.6
   bool gc_enabled_ = false;       // §3.3: a memory fraction and a threshold > 0 (fixed at construction)
+  bool plain_rounding_;           // §1.2: every request rounds up to a multiple of 512 (rounds_plainly)
   NodeArena nodes_;
   std::array<BlockPool, 2> pools_{BlockPool(PoolKind::Small), BlockPool(PoolKind::Large)};
   std::vector<ExpandableSegment> expandable_;

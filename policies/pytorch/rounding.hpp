@@ -35,9 +35,18 @@ inline std::size_t division_slot(Bytes size) {
 }
 // §1.3. `version` selects 1.13's guard (size <= 4 or divisions <= 1 -> size unchanged).
 Bytes roundup_power2_next_division(Bytes size, Bytes divisions, Version version);
+// §1.2's default rounding: up to a multiple of 512, at least 512 (for 0 < size < 2^64 - 511).
+inline Bytes round_up_512(Bytes size) { return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize); }
+// True when `rules` round every request (0 < size < 2^64 - 511) as round_up_512 does: no interval's
+// division is above 1 (2.0+), or 1.13's single value is 0 (§1.2). malloc tests this once per
+// allocator instead of walking round_size's rules per request (the default configuration).
+inline bool rounds_plainly(const RoundingRules& rules) {
+  if (!has_interval_divisions(rules.version)) return rules.divisions[0] == 0;
+  return std::all_of(rules.divisions.begin(), rules.divisions.end(), [](Bytes d) { return d <= 1; });
+}
 // §1.2: the block size a request is served with.
 inline Bytes round_size(Bytes size, const RoundingRules& rules) {
-  auto round512 = [](Bytes n) { return kMinBlockSize * ((n + kMinBlockSize - 1) / kMinBlockSize); };
+  auto round512 = [](Bytes n) { return round_up_512(n); };
   if (size < kMinBlockSize) return kMinBlockSize;
   // "size > 512 * d" without overflow for absurd d (d is a validated power of two).
   auto above = [size](Bytes d) { return d <= kUnlimited / kMinBlockSize && size > kMinBlockSize * d; };

@@ -72,6 +72,34 @@ TEST(Rounding, DivisionOfOneOrZeroMeansOff) {
   EXPECT_EQ(round_size(5000000, rules_with(1, Version::V1_13)), 5000000u);
 }
 
+// malloc's shortcut (rounds_plainly): only rules under which §1.2 leaves plain 512 rounding qualify.
+TEST(Rounding, PlainRoundingShortcut) {
+  // By hand: 1 -> 512, 512 -> 512, 513 -> 1024, 1,048,577 -> 2048 * 512 + 512 = 1,049,088.
+  EXPECT_EQ(round_up_512(1), 512u);
+  EXPECT_EQ(round_up_512(512), 512u);
+  EXPECT_EQ(round_up_512(513), 1024u);
+  EXPECT_EQ(round_up_512(1048577), 1049088u);
+  // 2.0+: d <= 1 everywhere is plain (§14.10), any interval with d > 1 is not.
+  EXPECT_TRUE(rounds_plainly(RoundingRules{}));
+  EXPECT_TRUE(rounds_plainly(rules_with(1)));
+  EXPECT_FALSE(rounds_plainly(rules_with(4)));
+  RoundingRules one_interval = rules_with(0);
+  one_interval.divisions[15] = 2;  // only sizes >= 32 GiB are rounded to halves of a power of two
+  EXPECT_FALSE(rounds_plainly(one_interval));
+  // 1.13: only d == 0 is plain; d == 1 returns the size unrounded (§1.2 quirk, test above).
+  EXPECT_TRUE(rounds_plainly(rules_with(0, Version::V1_13)));
+  EXPECT_FALSE(rounds_plainly(rules_with(1, Version::V1_13)));
+  // Where it says plain, round_size agrees with plain rounding (sizes around the 512 steps, the
+  // division intervals' bounds and the 1.13 bypass).
+  for (const RoundingRules& r : {RoundingRules{}, rules_with(1), rules_with(0, Version::V1_13)}) {
+    for (Bytes base : {Bytes{0}, Bytes{512}, Bytes{4096}, MiB, 2 * MiB, GiB, 32 * GiB}) {
+      for (Bytes delta : {Bytes{1}, Bytes{2}, Bytes{511}, Bytes{512}, Bytes{513}}) {
+        EXPECT_EQ(round_size(base + delta, r), round_up_512(base + delta)) << base + delta;
+      }
+    }
+  }
+}
+
 TEST(Rounding, BypassThresholdOf1_13) {
   // 1.13: above roundup_bypass_threshold only 512 rounding: threshold 1 MiB, 5,000,000 -> 5,000,192;
   // below it the divisions apply: 1,000,000 with d = 4: floor2 = 524288, step 131072,
