@@ -36,9 +36,13 @@ struct DecisionBounds {
   bool recording = false;         // keep request sizes (record_coverage())
   std::vector<Bytes> sizes;       // every size round_size() saw, while recording
 
-  // `x < ms`: holds for every ms > x, fails for every ms <= x.
+  // `x < ms`: holds for every ms > x, fails for every ms <= x. The bounds are read only after a
+  // replay that recorded (make_coverage returns nullptr otherwise) and recording starts before the
+  // first request (record_coverage()), so a replay that does not record skips the bookkeeping: a
+  // test instead of a max or min and its store at each of malloc's comparisons.
   bool below_ms(Bytes x, Bytes ms) {
     const bool below = x < ms;
+    if (!recording) return below;
     if (below) {
       ms_above = std::max(ms_above, x);
     } else {
