@@ -82,18 +82,19 @@ class CachingAllocator {
   void record_decisions() { bounds_.recording = true; }
 
  private:
-  // PyTorch's AllocParams.
+  // PyTorch's AllocParams. malloc (its one maker) writes each field before any read, so only
+  // found_in has an initial value: the others are not stored twice per request.
   struct Request {
     Bytes requested;
     Bytes rounded;
-    Bytes alloc_size = 0;  // set by malloc only on a miss (get_free_block found nothing)
+    Bytes alloc_size;  // written by malloc only on a miss (get_free_block found nothing): read past it
     StreamId stream;
     BlockPool* pool;
-    NodeId block = kNil;
+    NodeId block;  // written by get_free_block or alloc_block when they succeed: read after
     // get_free_block's best fit is still filed here until alloc_found_block takes it out (so a
     // split remainder can take its place); nullptr for a block from alloc_block.
     StreamBlocks* found_in = nullptr;
-    StreamBlocks::Pos found_at{};
+    StreamBlocks::Pos found_at;  // read only while found_in is set (get_free_block sets both)
   };
 
   BlockPool& pool_of(PoolKind kind) { return pools_[static_cast<int>(kind)]; }
