@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -31,30 +32,28 @@ struct LiveAllocation {
 };
 
 static_assert(std::is_trivially_destructible_v<LiveAllocation>, "LiveTable never destroys its dense slots");
+static_assert(std::is_trivially_copyable_v<LiveAllocation>, "LiveTable moves its dense slots with memcpy");
 
-// Live allocations by id: a flat array when ids are dense (traces we write, snapshots), a hash
-// map otherwise (hand-written traces may use any u64). A streamed replay (Replayer::start) does not
-// know its ids in advance: it keeps them in pages of a paged table while they are dense (an id
-// below twice the events seen so far), dropping each page once nothing in it is live, so it holds
-// about what is live; other ids go to the hash map. Where an id is kept changes no result.
+// Live allocations by id: a flat array for ids below a limit of twice the trace's events and
+// initial allocations (traces we write and snapshots number their allocations from 0, so all of
+// theirs), a hash map for the others (hand-written traces may use any u64, e.g. 2^63: the limit
+// bounds the array's memory). The array grows as ids reach it, so nothing scans the trace for its
+// highest id first. A streamed replay (Replayer::start) does not know its events in advance: it
+// keeps ids in pages of a paged table while they are dense (an id below twice the events seen so
+// far), dropping each page once nothing in it is live, so it holds about what is live; other ids
+// go to the hash map. Which table holds an id changes no result.
 class LiveTable {
  public:
   struct Paged {};
   explicit LiveTable(Paged) : paged_(true) {}
-  explicit LiveTable(const Trace& trace) {
-    AllocId max_id = 0;
-    for (const InitialAllocation& a : trace.initial.allocations) max_id = std::max(max_id, a.id);
-    for (const Event& e : trace.events) {
-      if (e.op == Op::Alloc) max_id = std::max(max_id, e.id);
-    }
-    const std::uint64_t dense_limit = 2 * (trace.events.size() + trace.initial.allocations.size()) + 1024;
-    dense_ = max_id < dense_limit;
-    if (dense_) {
-      // Uninitialised storage: the slots are constructed up to the highest id used so far (touch),
-      // as the replay reaches them, instead of all of them up front (a fill of the whole table
-      // per run); a slot not constructed yet is not in use for find().
-      storage_ = std::make_unique_for_overwrite<std::byte[]>((max_id + 1) * sizeof(LiveAllocation));
-    }
+  explicit LiveTable(const Trace& trace)
+      : dense_(true), dense_limit_(2 * (trace.events.size() + trace.initial.allocations.size()) + 1024) {
+    // Room for as many ids as there are events and initial allocations (a trace's allocs are fewer,
+    // so its ids fit unless they skip): one allocation per run, no growth. Uninitialised: the slots
+    // are constructed up to the highest id used so far (touch), as the replay reaches them, instead
+    // of all of them up front (a fill of the whole table per run); a slot not constructed yet is not
+    // in use for find().
+    reserve(std::min<std::uint64_t>(dense_limit_, trace.events.size() + trace.initial.allocations.size() + 1));
   }
   LiveAllocation& operator[](AllocId id) {
     if (dense_) return dense_at(id);
@@ -91,10 +90,18 @@ class LiveTable {
   // (Replayer::feed picks its loop by it instead of testing it at every event).
   bool dense() const { return dense_; }
   LiveAllocation& dense_at(AllocId id) { return touch(id); }
-  LiveAllocation* dense_find(AllocId id) { return id < constructed_ && slot(id).in_use ? &slot(id) : nullptr; }
+  LiveAllocation* dense_find(AllocId id) {
+    if (id < constructed_) [[likely]]
+      return slot(id).in_use ? &slot(id) : nullptr;
+    return find_beyond(id);
+  }
   void dense_erase(AllocId id) {
-    // find() returned it: constructed. Only the flags are reset: the block is read only while
-    // in_use, and the next alloc of this id writes it (or marks the slot out_of_memory).
+    if (id >= constructed_) [[unlikely]] {  // find() returned it: an id beyond the limit, in the hash map
+      erase_beyond(id);
+      return;
+    }
+    // Only the flags are reset: the block is read only while in_use, and the next alloc of this
+    // id writes it (or marks the slot out_of_memory).
     LiveAllocation& live = slot(id);
     live.in_use = false;
     live.free_requested = false;
@@ -114,10 +121,41 @@ class LiveTable {
   // Dense: the slot of `id`, constructing the slots up to it that were not yet (ids of a trace
   // mostly come in order, so this is a slot or a few at a time).
   LiveAllocation& touch(AllocId id) {
-    for (; constructed_ <= id; ++constructed_) {
+    if (id < constructed_) return slot(id);
+    if (id >= capacity_) [[unlikely]]
+      return touch_beyond(id);
+    // The next id, usually; skipped ids out of line (the loop would otherwise be a memset call
+    // per new id).
+    if (id > constructed_) [[unlikely]]
+      construct_up_to(id);
+    ::new (static_cast<void*>(storage_.get() + id * sizeof(LiveAllocation))) LiveAllocation{};
+    constructed_ = id + 1;
+    return slot(id);
+  }
+  [[gnu::noinline]] void construct_up_to(AllocId id) {
+    for (; constructed_ < id; ++constructed_) {
       ::new (static_cast<void*>(storage_.get() + constructed_ * sizeof(LiveAllocation))) LiveAllocation{};
     }
-    return slot(id);
+  }
+  // Dense, an id without room yet (kept out of line: the replay loop stays small). Below the limit
+  // the array grows (doubling, at most to the limit); beyond it the id goes to the hash map.
+  [[gnu::noinline]] LiveAllocation& touch_beyond(AllocId id) {
+    if (id >= dense_limit_) return sparse_[id];
+    reserve(std::min<std::uint64_t>(dense_limit_, std::max<std::uint64_t>(id + 1, 2 * capacity_)));
+    return touch(id);
+  }
+  [[gnu::noinline]] LiveAllocation* find_beyond(AllocId id) {
+    if (id < dense_limit_) return nullptr;  // its slot was never reached: never allocated
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  [[gnu::noinline]] void erase_beyond(AllocId id) { sparse_.erase(id); }
+  // Dense: room for `slots` slots, keeping the constructed ones (trivially copyable).
+  void reserve(std::uint64_t slots) {
+    auto grown = std::make_unique_for_overwrite<std::byte[]>(slots * sizeof(LiveAllocation));
+    if (constructed_ > 0) std::memcpy(grown.get(), storage_.get(), constructed_ * sizeof(LiveAllocation));
+    storage_ = std::move(grown);
+    capacity_ = slots;
   }
   LiveAllocation& paged_slot(AllocId id) {
     if (id >= dense_bound_) return sparse_[id];
@@ -133,10 +171,13 @@ class LiveTable {
   bool paged_ = false;
   std::uint64_t dense_bound_ = 1024;
   std::vector<std::unique_ptr<Page>> pages_;
-  // Dense: room for a slot per id up to the trace's largest, of which the first constructed_ are
-  // constructed (LiveAllocation is trivially destructible: nothing to destroy).
+  // Dense: ids below dense_limit_ have their slot in storage_, room for capacity_ slots, of which
+  // the first constructed_ are constructed (LiveAllocation is trivially destructible: nothing to
+  // destroy); the others are in sparse_.
+  std::uint64_t dense_limit_ = 0;
   std::unique_ptr<std::byte[]> storage_;
-  std::size_t constructed_ = 0;
+  std::uint64_t capacity_ = 0;
+  std::uint64_t constructed_ = 0;
   std::unordered_map<AllocId, LiveAllocation, SeededHash> sparse_;  // seeded: ids come from the trace
 };
 

@@ -102,6 +102,38 @@ TEST(Replayer, OutOfMemoryIsRecordedAndTheReplayGoesOn) {
   EXPECT_EQ(stopped.metrics.reserved_at_end, 3 * MiB);
 }
 
+// Where the replay keeps an allocation by id (a flat array for ids below twice the trace's events
+// and initial allocations plus 1024, grown as ids reach it; a hash map above) changes no result.
+// The hand-worked trace above with ids at each edge of that limit (9 events: the limit is 1042)
+// must give the hand-worked figures.
+TEST(Replayer, IdsFarApartOrBeyondTheDenseLimitGiveTheSameResults) {
+  constexpr AllocId kLimit = 2 * 9 + 1024;
+  const AllocId remap[] = {0, kLimit - 1, kLimit, AllocId{1} << 63, 5};  // by the sample's id 1..4
+  Trace t = deferred_free_trace();
+  for (Event& e : t.events) e.id = remap[e.id];
+  const ReplayResult r = replay(t, "nocache");
+  const Metrics& m = r.metrics;
+  EXPECT_EQ(m.peak_requested, 5245980u);
+  EXPECT_EQ(m.peak_allocated, 5245880u);
+  EXPECT_EQ(m.peak_reserved, 5246464u);
+  EXPECT_EQ(m.peak_reserved_event, 5);
+  EXPECT_EQ(m.allocated_at_peak_reserved, 5242980u);
+  EXPECT_EQ(m.reserved_at_end, 0u);  // every free found its allocation, in either table
+  EXPECT_EQ(m.num_device_free, 4u);
+
+  // An alloc beyond the limit that hit OOM: its free is ignored there too (4 MiB device: 3 MiB
+  // fits, 2 more do not, 1 more does).
+  Trace oom;
+  oom.events = {alloc(AllocId{1} << 63, 3 * MiB), alloc(kLimit + 7, 2 * MiB),          alloc(3, MiB),
+                with_op(Op::Free, kLimit + 7),    with_op(Op::Free, AllocId{1} << 63), with_op(Op::Free, 3)};
+  const ReplayResult o = replay(oom, "nocache", {.capacity = 4 * MiB, .external = 0});
+  ASSERT_EQ(o.ooms.size(), 1u);
+  EXPECT_EQ(o.ooms[0].event_index, 1u);
+  EXPECT_EQ(o.metrics.peak_requested, 4 * MiB);
+  EXPECT_EQ(o.metrics.reserved_at_end, 0u);
+  EXPECT_EQ(o.metrics.num_device_free, 2u);
+}
+
 TEST(Replayer, InitialStateIsRebuiltBeforeTheFirstEvent) {
   Trace t;
   t.initial.allocations = {{7, 0, 2 * MiB, 0, 0, false}, {8, 0, 1000, 0, 0, true}};
