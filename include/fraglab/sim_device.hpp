@@ -19,6 +19,7 @@
 #include <memory>
 #include <string_view>
 
+#include "fraglab/address_ranges.hpp"
 #include "fraglab/device.hpp"
 #include "fraglab/node_pool.hpp"
 
@@ -71,32 +72,24 @@ class SimDevice final : public Device {
   Bytes malloc_footprint(Bytes size) const override;
 
  private:
-  struct Range {
-    Bytes size;
-    bool vmm;  // reserved address range (pages mapped separately) vs a malloc range
-  };
-  struct Placed {
-    Addr addr;
-    ArenaMap<Addr, Range>::const_iterator next;  // the first range after addr: the insert hint
-  };
   bool range_is_free(Addr addr, Bytes size) const;
-  Placed place(Bytes size, Addr at);
-  Placed place_after_search(Bytes size, Addr addr, Bytes alignment);  // place()'s slow path
-  Addr window_end() const { return window_next_ == ranges_.end() ? ~Addr{0} : window_next_->first; }
-  const std::pair<const Addr, Range>* containing_vmm_range(Addr addr, Bytes size) const;
-  bool overlaps_mapping(Addr addr, Bytes size) const;  // mapped pages or aliases
-  bool aliased(Addr addr, Bytes size) const;           // some alias's source overlaps
+  Addr place(Bytes size, Addr at);
+  Addr place_after_search(Bytes size, Addr addr, Bytes alignment);  // place()'s slow path
+  bool in_vmm_range(Addr addr, Bytes size) const;                   // [addr, addr + size) inside one reserved range
+  bool overlaps_mapping(Addr addr, Bytes size) const;               // mapped pages or aliases
+  bool aliased(Addr addr, Bytes size) const;                        // some alias's source overlaps
 
   SimDeviceConfig config_;
   Bytes physical_in_use_ = 0;
   Addr next_address_ = kBaseAddress;
-  // Nodes from arenas of this device (fraglab/node_pool.hpp): a policy's malloc or free inserts
-  // or erases one on nearly every device call, and a node from the heap costs more than the tree
-  // operation. Each arena is declared before its map, so it outlives the map's nodes.
-  NodeArena range_nodes_;
+  // Address space in use, by start: malloc ranges and reserved (VMM) ranges. A sorted array with
+  // a gap where the last call was (fraglab/address_ranges.hpp): a policy's malloc inserts where
+  // the previous one did, nearly always.
+  AddressRanges ranges_;
+  // Nodes from arenas of this device (fraglab/node_pool.hpp): a node from the heap costs more
+  // than the tree operation. Each arena is declared before its map, so it outlives the map's nodes.
   NodeArena page_nodes_;
   NodeArena alias_nodes_;
-  ArenaMap<Addr, Range> ranges_ = make_arena_map<Addr, Range>(range_nodes_);       // address space in use, by start
   ArenaMap<Addr, Bytes> mapped_pages_ = make_arena_map<Addr, Bytes>(page_nodes_);  // mapped runs (page multiples)
   struct Alias {
     Bytes size;
@@ -106,11 +99,14 @@ class SimDevice final : public Device {
   std::deque<Addr> malloc_hints_;
   std::deque<Addr> range_hints_;
   // The bump pointer's free window (place()): when valid, no range overlaps [next_address_,
-  // window_end()), and window_next_ is the first range at or above next_address_ (or end()).
-  // Any insert into the window or erase of window_next_ invalidates it; the next placement by
-  // the bump pointer then searches and sets it again.
+  // window_end_), and window_end_ is the start of the first range at or above next_address_ (or
+  // ~0: none). Any insert into the window or erase of the range at window_end_ invalidates it;
+  // the next placement by the bump pointer then searches and sets it again.
   bool window_valid_ = false;
-  ArenaMap<Addr, Range>::const_iterator window_next_ = ranges_.end();
+  Addr window_end_ = ~Addr{0};
+  // The reserved range in_vmm_range() last found (size 0: none): a policy maps page after page
+  // of the same range, and a live range never changes (do_release_range forgets it).
+  mutable AddressRanges::Entry last_vmm_range_{0, 0};
 };
 
 // Parses "sim", "sim:40GiB", "sim:40GiB,external:1GiB", "sim:capacity:40GiB,external:512MiB".

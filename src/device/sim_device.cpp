@@ -43,21 +43,17 @@ Bytes SimDevice::malloc_footprint(Bytes size) const {
 
 bool SimDevice::range_is_free(Addr addr, Bytes size) const {
   if (addr == 0 || size == 0 || addr + size < addr) return false;
-  auto next = ranges_.lower_bound(addr);
-  if (next != ranges_.end() && next->first < addr + size) return false;
-  if (next != ranges_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second.size > addr) return false;
-  }
-  return true;
+  const std::size_t next = ranges_.lower_bound(addr);
+  if (next < ranges_.size() && ranges_[next].addr < addr + size) return false;
+  return next == 0 || ranges_[next - 1].end() <= addr;
 }
 
-SimDevice::Placed SimDevice::place(Bytes size, Addr at) {
+Addr SimDevice::place(Bytes size, Addr at) {
   if (at != kAnyAddress && range_is_free(at, size)) {
     // A range in the bump pointer's free window ends the window: the next bump placement
     // searches again (place_after_search).
-    if (window_valid_ && at < window_end() && at + size > next_address_) window_valid_ = false;
-    return {at, ranges_.lower_bound(at)};
+    if (window_valid_ && at < window_end_ && at + size > next_address_) window_valid_ = false;
+    return at;
   }
   const Bytes alignment = size >= kPage ? kPage : kMallocAlignment;
   const Addr addr = align_up(next_address_, alignment);
@@ -65,41 +61,38 @@ SimDevice::Placed SimDevice::place(Bytes size, Addr at) {
   // bump pointer (up to the first range above it, or the end of the address space). A placement
   // there is the one the search below would find: it returns the lowest free aligned address
   // at or above the bump pointer, and nothing lies between the bump pointer and the window's end.
-  if (window_valid_ && addr >= next_address_ && addr + size > addr && addr + size <= window_end()) {
+  if (window_valid_ && addr >= next_address_ && addr + size > addr && addr + size <= window_end_) {
     next_address_ = addr + size;
-    return {addr, window_next_};
+    return addr;
   }
   return place_after_search(size, addr, alignment);
 }
 
-SimDevice::Placed SimDevice::place_after_search(Bytes size, Addr addr, Bytes alignment) {
+Addr SimDevice::place_after_search(Bytes size, Addr addr, Bytes alignment) {
   // The bump pointer is past the end of the last range (ranges never overlap, so no range ends
   // later than the one that starts last): the window runs to the end of the address space.
-  if (ranges_.empty() || std::prev(ranges_.end())->first + std::prev(ranges_.end())->second.size <= addr) {
+  if (ranges_.empty() || ranges_.back().end() <= addr) {
     next_address_ = addr + size;
-    window_next_ = ranges_.end();
+    window_end_ = ~Addr{0};
     window_valid_ = true;
-    return {addr, ranges_.end()};
+    return addr;
   }
   // Skip past ranges placed at requested addresses that lie in the bump pointer's way.
   for (;;) {
-    const auto next = ranges_.lower_bound(addr);
-    if (next != ranges_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second.size > addr) {
-        addr = align_up(prev->first + prev->second.size, alignment);
-        continue;
-      }
+    const std::size_t next = ranges_.lower_bound(addr);
+    if (next > 0 && ranges_[next - 1].end() > addr) {
+      addr = align_up(ranges_[next - 1].end(), alignment);
+      continue;
     }
-    if (next != ranges_.end() && next->first < addr + size) {
-      addr = align_up(next->first + next->second.size, alignment);
+    if (next < ranges_.size() && ranges_[next].addr < addr + size) {
+      addr = align_up(ranges_[next].end(), alignment);
       continue;
     }
     next_address_ = addr + size;
     // [next_address_, next's start) holds no range: the window of the next placements.
-    window_next_ = next;
+    window_end_ = next < ranges_.size() ? ranges_[next].addr : ~Addr{0};
     window_valid_ = true;
-    return {addr, next};
+    return addr;
   }
 }
 
@@ -110,21 +103,20 @@ std::optional<Addr> SimDevice::do_malloc(Bytes size, Addr at) {
     at = malloc_hints_.front();
     malloc_hints_.pop_front();
   }
-  const Placed placed = place(footprint, at);
-  // Inserted at the position place() found: no second search of the tree.
-  ranges_.emplace_hint(placed.next, placed.addr, Range{footprint, false});
+  const Addr addr = place(footprint, at);
+  ranges_.insert(addr, footprint, false);
   physical_in_use_ += footprint;
-  return placed.addr;
+  return addr;
 }
 
 Bytes SimDevice::do_free(Addr addr) {
-  auto it = ranges_.find(addr);
-  if (it == ranges_.end() || it->second.vmm) {
+  const std::size_t i = ranges_.find(addr);
+  if (i == AddressRanges::npos || ranges_[i].vmm()) {
     throw std::logic_error(fmt::format("sim device: free of 0x{:x}, which malloc did not return", addr));
   }
-  const Bytes footprint = it->second.size;
-  if (it == window_next_) window_valid_ = false;  // the window's end goes (see place)
-  ranges_.erase(it);
+  const Bytes footprint = ranges_[i].size();
+  if (addr == window_end_) window_valid_ = false;  // the window's end goes (see place)
+  ranges_.erase(i);
   physical_in_use_ -= footprint;
   return footprint;
 }
@@ -136,33 +128,37 @@ std::optional<Addr> SimDevice::do_reserve_range(Bytes size, Addr at) {
     at = range_hints_.front();
     range_hints_.pop_front();
   }
-  const Placed placed = place(rounded, at);
-  ranges_.emplace_hint(placed.next, placed.addr, Range{rounded, true});  // (see do_malloc)
-  return placed.addr;
+  const Addr addr = place(rounded, at);
+  ranges_.insert(addr, rounded, true);
+  return addr;
 }
 
 void SimDevice::do_release_range(Addr addr) {
-  auto it = ranges_.find(addr);
-  if (it == ranges_.end() || !it->second.vmm) {
+  const std::size_t i = ranges_.find(addr);
+  if (i == AddressRanges::npos || !ranges_[i].vmm()) {
     throw std::logic_error(fmt::format("sim device: release of 0x{:x}, not a reserved range", addr));
   }
-  if (overlaps_mapping(addr, it->second.size)) {
+  if (overlaps_mapping(addr, ranges_[i].size())) {
     throw std::logic_error(fmt::format("sim device: release of 0x{:x} while pages are mapped", addr));
   }
-  if (it == window_next_) window_valid_ = false;  // the window's end goes (see place)
-  ranges_.erase(it);
+  if (addr == window_end_) window_valid_ = false;  // the window's end goes (see place)
+  if (addr == last_vmm_range_.addr) last_vmm_range_ = {0, 0};
+  ranges_.erase(i);
 }
 
-const std::pair<const Addr, SimDevice::Range>* SimDevice::containing_vmm_range(Addr addr, Bytes size) const {
-  auto next = ranges_.upper_bound(addr);
-  if (next == ranges_.begin()) return nullptr;
-  auto range = std::prev(next);
-  if (!range->second.vmm || addr + size > range->first + range->second.size) return nullptr;
-  return &*range;
+bool SimDevice::in_vmm_range(Addr addr, Bytes size) const {
+  // Inside the range found last (without wrapping around): what the search below would find.
+  if (addr - last_vmm_range_.addr < last_vmm_range_.size() && size <= last_vmm_range_.end() - addr) return true;
+  const std::size_t next = ranges_.upper_bound(addr);
+  if (next == 0) return false;
+  const AddressRanges::Entry& range = ranges_[next - 1];
+  if (!range.vmm() || addr + size > range.end()) return false;
+  last_vmm_range_ = range;
+  return true;
 }
 
 bool SimDevice::do_map(Addr addr, Bytes size) {
-  if (size == 0 || size % kPage != 0 || containing_vmm_range(addr, size) == nullptr) {
+  if (size == 0 || size % kPage != 0 || !in_vmm_range(addr, size)) {
     throw std::logic_error(
         fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
   }
@@ -230,7 +226,7 @@ bool SimDevice::aliased(Addr addr, Bytes size) const {
 }
 
 void SimDevice::do_map_alias(Addr addr, Bytes size, Addr source) {
-  if (size == 0 || size % kPage != 0 || containing_vmm_range(addr, size) == nullptr) {
+  if (size == 0 || size % kPage != 0 || !in_vmm_range(addr, size)) {
     throw std::logic_error(
         fmt::format("sim device: alias of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
   }
@@ -254,11 +250,11 @@ void SimDevice::do_unmap_alias(Addr addr, Bytes size) {
 }
 
 bool SimDevice::is_backed(Addr addr, Bytes size) const {
-  auto range = ranges_.upper_bound(addr);
-  if (range == ranges_.begin()) return false;
-  --range;
-  if (addr + size > range->first + range->second.size) return false;
-  if (!range->second.vmm) return true;
+  const std::size_t next = ranges_.upper_bound(addr);
+  if (next == 0) return false;
+  const AddressRanges::Entry& range = ranges_[next - 1];
+  if (addr + size > range.end()) return false;
+  if (!range.vmm()) return true;
   // Inside a VMM range: walk the mapped runs and aliases that cover it, in address order.
   Addr at = addr;
   while (at < addr + size) {

@@ -76,6 +76,51 @@ TEST(SimDevice, BumpPointerSkipsRangesPlacedAtRequestedAddresses) {
   EXPECT_EQ(*a, SimDevice::kBaseAddress + 6 * MiB);
 }
 
+// The edges of the address space's bookkeeping (fraglab/address_ranges.hpp), worked out from the
+// model in sim_device.hpp: a requested range is honoured when it overlaps no live range, so one
+// may touch its neighbours on both sides and fill a hole exactly; a freed range's addresses are
+// free again, at either end of the address space; a failed malloc leaves no trace.
+TEST(SimDevice, RequestedRangesMayTouchNeighboursAndFillHolesExactly) {
+  const Addr base = SimDevice::kBaseAddress;
+  SimDevice device({.capacity = 64 * MiB, .external = 0});
+  ASSERT_EQ(device.malloc(4 * MiB, base + 8 * MiB), base + 8 * MiB);
+  ASSERT_EQ(device.malloc(2 * MiB, base + 14 * MiB), base + 14 * MiB);
+  // Adjacent on both sides: [12, 14) between [8, 12) and [14, 16) is exactly the hole.
+  EXPECT_EQ(device.malloc(2 * MiB, base + 12 * MiB), base + 12 * MiB);
+  // Ends right where [8, 12) begins.
+  EXPECT_EQ(device.malloc(2 * MiB, base + 6 * MiB), base + 6 * MiB);
+  // One 512-byte unit into a neighbour: refused, placed by the bump pointer instead (from the base:
+  // [0, 6) is free, and a 2 MiB range fits at the base).
+  EXPECT_EQ(device.malloc(2 * MiB, base + 16 * MiB - 512), base);
+  // Freed at the low end and at the high end: both addresses are free again.
+  device.free(base);
+  device.free(base + 14 * MiB);
+  EXPECT_EQ(device.malloc(2 * MiB, base), base);
+  EXPECT_EQ(device.malloc(2 * MiB, base + 14 * MiB), base + 14 * MiB);
+  EXPECT_EQ(device.reserved(), 12 * MiB);
+  // The bump pointer stands at base + 2 MiB, and [2, 6) is free: 4 MiB fit there exactly; the next
+  // 4 MiB fit nowhere before the end of the last range, [14, 16).
+  EXPECT_EQ(device.malloc(4 * MiB), base + 2 * MiB);
+  EXPECT_EQ(device.malloc(4 * MiB), base + 16 * MiB);
+}
+
+TEST(SimDevice, AFailedMallocLeavesTheAddressSpaceAsItWas) {
+  const Addr base = SimDevice::kBaseAddress;
+  SimDevice device({.capacity = 10 * MiB, .external = 0});
+  ASSERT_EQ(device.malloc(4 * MiB), base);
+  EXPECT_FALSE(device.malloc(8 * MiB, base + 4 * MiB));  // out of memory: 4 + 8 > 10
+  EXPECT_FALSE(device.malloc(8 * MiB));
+  // Nothing was placed: the bump pointer and the free range at base + 4 MiB are where they were.
+  EXPECT_EQ(device.malloc(2 * MiB, base + 4 * MiB), base + 4 * MiB);
+  EXPECT_EQ(device.malloc(4 * MiB), base + 6 * MiB);
+  EXPECT_FALSE(device.malloc(512));  // exactly full
+  device.free(base + 4 * MiB);
+  device.free(base);
+  EXPECT_EQ(device.reserved(), 4 * MiB);
+  EXPECT_FALSE(device.is_backed(base, 512));
+  EXPECT_TRUE(device.is_backed(base + 6 * MiB, 4 * MiB));
+}
+
 TEST(SimDevice, VmmMapAndUnmapCountReservedInPages) {
   SimDevice device({.capacity = 64 * MiB, .external = 0});
   Recorder rec;
