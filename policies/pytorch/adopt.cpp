@@ -41,10 +41,12 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
   std::sort(alloc_order.begin(), alloc_order.end(), [&](auto a, auto b) { return allocs[a].addr < allocs[b].addr; });
   std::vector<std::size_t> seg_of(allocs.size());     // by position in alloc_order
   std::vector<std::size_t> held_at(segs.size() + 1);  // segment s: [held_at[s], held_at[s + 1])
+  // Both in address order: one walk finds each allocation's segment (the last starting at or
+  // below it), as a search per allocation would.
+  auto it = seg_order.begin();
   for (std::size_t k = 0; k < alloc_order.size(); ++k) {
     const InitialAllocation& a = allocs[alloc_order[k]];
-    auto it = std::upper_bound(seg_order.begin(), seg_order.end(), a.addr,
-                               [&](Addr addr, std::size_t s) { return addr < segs[s].addr; });
+    while (it != seg_order.end() && segs[*it].addr <= a.addr) ++it;
     if (it == seg_order.begin() || a.addr >= segs[*(it - 1)].addr + segs[*(it - 1)].size) {
       fail(fmt::format("initial allocation {} at {:#x} lies outside every initial segment", a.id, a.addr));
     }

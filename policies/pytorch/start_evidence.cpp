@@ -63,10 +63,15 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
 
   // The interval the split rule alone allows (§4.1), and the gap rule's guess.
   std::vector<Pending> pending(allocs.size());
+  // Allocations and segments both in address order: one walk finds each one's segment (what
+  // segment_of() finds by a search).
+  auto seg_it = seg_order.begin();
   for (std::size_t k = 0; k < order.size(); ++k) {
     const std::size_t i = order[k];
     const InitialAllocation& a = allocs[i];
-    const InitialSegment* seg = segment_of(a.addr);
+    while (seg_it != seg_order.end() && segs[*seg_it].addr <= a.addr) ++seg_it;
+    const InitialSegment* seg = seg_it == seg_order.begin() ? nullptr : &segs[*(seg_it - 1)];
+    if (seg != nullptr && a.addr >= seg->addr + seg->size) seg = nullptr;
     if (seg == nullptr || a.block_size != 0) continue;
     Pending& p = pending[i];
     p.index = i;
@@ -114,6 +119,10 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
     }
     out.blocks[i] = std::move(b);
   }
+
+  // Every block is known or pinned by the split rule alone: the trace has nothing to add (the
+  // walk below would end at its first event).
+  if (std::none_of(pending.begin(), pending.end(), [](const Pending& p) { return p.open; })) return out;
 
   // The initial allocations by id while they live (the first of the same id counts). Snapshots
   // number allocations from 0, so the ids are mostly small: those go to the table.

@@ -138,5 +138,44 @@ TEST(Adopt, RejectsAllocationsOutsideSegments) {
   EXPECT_THROW(r.alloc.adopt(s), InputError);
 }
 
+// Segments and allocations given in no particular order: each allocation belongs to the segment
+// it lies in (small pool: a rounded request splits off whenever 512 bytes or more remain, §4.1, so
+// a block ends at its rounded size unless the next allocation or the segment's end comes first).
+TEST(Adopt, EachAllocationGoesToTheSegmentItLiesIn) {
+  Rig r;
+  InitialState s;
+  s.segments = {
+      {X + 40 * MiB, 2 * MiB, 0, true, false}, {X, 2 * MiB, 0, true, false}, {X + 20 * MiB, 2 * MiB, 0, true, false}};
+  s.allocations = {{1, X + 22 * MiB - 512, 100, 0, 0, false},  // the last 512 bytes of the third
+                   {2, X, 100, 0, 0, false},                   // the start of the first
+                   {3, X + 40 * MiB, 1000, 0, 0, false},
+                   {4, X + 20 * MiB, 100, 0, 0, false}};
+  const auto blocks = r.alloc.adopt(s);
+  ASSERT_EQ(blocks.size(), 4u);
+  EXPECT_EQ(blocks[0]->size, 512u);   // 512 bytes to the segment's end
+  EXPECT_EQ(blocks[1]->size, 512u);   // split off 2 MiB
+  EXPECT_EQ(blocks[2]->size, 1024u);  // split off 2 MiB
+  EXPECT_EQ(blocks[3]->size, 512u);   // split off the 2 MiB - 512 before #1
+  EXPECT_EQ(r.stat("segment.small_pool.current"), 3);
+  EXPECT_EQ(r.stat("allocated_bytes.all.current"), 2560);
+}
+
+TEST(Adopt, AnAllocationBeforeBetweenOrAfterTheSegmentsIsNamed) {
+  for (const Addr addr : {X - 512, X + 2 * MiB, X + 20 * MiB - 512, X + 22 * MiB}) {
+    SCOPED_TRACE(addr);
+    Rig r;
+    InitialState s;
+    s.segments = {{X + 20 * MiB, 2 * MiB, 0, true, false}, {X, 2 * MiB, 0, true, false}};
+    s.allocations = {{1, X + 512, 100, 512, 0, false}, {9, addr, 100, 512, 0, false}};
+    try {
+      r.alloc.adopt(s);
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("initial allocation 9 at"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("lies outside every initial segment"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fraglab::cca::test

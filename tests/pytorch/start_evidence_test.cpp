@@ -71,6 +71,25 @@ TEST(StartEvidence, OnlySoundEvidenceCounts) {
   EXPECT_FALSE(only(two_blocks({alloc(3, 6 * MiB), alloc_at(4, 1 * MiB + 4096, S + 4 * MiB)})).determined());
 }
 
+// Segments and allocations in no particular order: each allocation's interval comes from its own
+// segment. L at S + 40 MiB is alone in its 24 MiB segment: 3.5 .. 4.5 MiB as above (a remainder
+// of at most 1 MiB left unsplit, §4.1). M (512 KiB) sits in the last MiB of the segment at S: a
+// large-pool remainder of 512 KiB is not more than 1 MiB, so M's block is the whole 1 MiB (§4.1).
+TEST(StartEvidence, EachAllocationIsReadInItsOwnSegment) {
+  Trace t;
+  t.initial.segments = {{S + 40 * MiB, 24 * MiB, 0, false, false}, {S, 24 * MiB, 0, false, false}};
+  t.initial.allocations = {{1, S + 40 * MiB, 3 * MiB + 512 * 1024, 0, 0, false},
+                           {2, S + 23 * MiB, 512 * 1024, 0, 0, false}};
+  validate_trace(t, "two-segments");
+  const StartEvidence ev = infer_start_blocks(t, Config{});
+  ASSERT_EQ(ev.blocks.size(), 2u);
+  ASSERT_TRUE(ev.blocks[0] && ev.blocks[1]);
+  EXPECT_EQ(ev.blocks[0]->min, 3 * MiB + 512 * 1024);
+  EXPECT_EQ(ev.blocks[0]->max, 4 * MiB + 512 * 1024);
+  EXPECT_EQ(ev.blocks[1]->min, MiB);
+  EXPECT_EQ(ev.blocks[1]->max, MiB);
+}
+
 // The same as above with ids far apart (a hand-written trace may use any u64; snapshots number
 // from 0): the free of L is still seen, so the later alloc after L's end says nothing.
 TEST(StartEvidence, FreesOfInitialAllocationsWithLargeIdsAreSeen) {
