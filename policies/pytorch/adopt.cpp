@@ -36,9 +36,17 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
 
   // Which segment holds each allocation (allocations per segment, in address order), as one
   // array grouped by segment: held(s) is segment s's part (no vector per segment to allocate).
-  std::vector<std::size_t> alloc_order(allocs.size());
-  std::iota(alloc_order.begin(), alloc_order.end(), 0);
-  std::sort(alloc_order.begin(), alloc_order.end(), [&](auto a, auto b) { return allocs[a].addr < allocs[b].addr; });
+  // Evidence from prepare() applies when it was read from this very start state.
+  const StartEvidence* evidence = evidence_for_ == allocs && !allocs.empty() ? &evidence_ : nullptr;
+  // Allocations by address: prepare() sorted these very allocations the same way.
+  std::vector<std::size_t> alloc_order;
+  if (evidence != nullptr && evidence->by_address.size() == allocs.size()) {
+    alloc_order = evidence->by_address;
+  } else {
+    alloc_order.resize(allocs.size());
+    std::iota(alloc_order.begin(), alloc_order.end(), 0);
+    std::sort(alloc_order.begin(), alloc_order.end(), [&](auto a, auto b) { return allocs[a].addr < allocs[b].addr; });
+  }
   std::vector<std::size_t> seg_of(allocs.size());     // by position in alloc_order
   std::vector<std::size_t> held_at(segs.size() + 1);  // segment s: [held_at[s], held_at[s + 1])
   // Both in address order: one walk finds each allocation's segment (the last starting at or
@@ -62,9 +70,6 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
   auto held = [&](std::size_t s) {
     return std::span<const std::size_t>(held_allocs.data() + held_at[s], held_at[s + 1] - held_at[s]);
   };
-
-  // Evidence from prepare() applies when it was read from this very start state.
-  const StartEvidence* evidence = evidence_for_ == allocs && !allocs.empty() ? &evidence_ : nullptr;
 
   std::vector<std::optional<Block>> result(allocs.size());
   std::vector<NodeId> free_nodes;

@@ -50,7 +50,8 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
   std::vector<std::size_t> seg_order(segs.size());
   std::iota(seg_order.begin(), seg_order.end(), 0);
   std::sort(seg_order.begin(), seg_order.end(), [&](auto x, auto y) { return segs[x].addr < segs[y].addr; });
-  std::vector<std::size_t> order(allocs.size());  // allocations by address
+  std::vector<std::size_t>& order = out.by_address;  // allocations by address
+  order.resize(allocs.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](auto x, auto y) { return allocs[x].addr < allocs[y].addr; });
   auto segment_of = [&](Addr addr) -> const InitialSegment* {

@@ -40,6 +40,9 @@ struct BlockInterval {
 struct StartEvidence {
   // Per initial allocation, in the order of InitialState::allocations; nullopt = block recorded.
   std::vector<std::optional<BlockInterval>> blocks;
+  // Indices of InitialState::allocations by address (std::sort by address from 0, 1, 2, ...):
+  // adopt() needs the same order.
+  std::vector<std::size_t> by_address;
 };
 
 // A pure function of the trace and the allocator's settings. Throws nothing on odd traces: an

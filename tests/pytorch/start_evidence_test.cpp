@@ -88,6 +88,7 @@ TEST(StartEvidence, EachAllocationIsReadInItsOwnSegment) {
   EXPECT_EQ(ev.blocks[0]->max, 4 * MiB + 512 * 1024);
   EXPECT_EQ(ev.blocks[1]->min, MiB);
   EXPECT_EQ(ev.blocks[1]->max, MiB);
+  EXPECT_EQ(ev.by_address, (std::vector<std::size_t>{1, 0}));  // M lies below L (adopt() reuses it)
 }
 
 // The same as above with ids far apart (a hand-written trace may use any u64; snapshots number
