@@ -168,22 +168,27 @@ bool SimDevice::do_map(Addr addr, Bytes size) {
   auto next = mapped_pages_.lower_bound(addr);
   if (size > config_.capacity - config_.external - physical_in_use_) return false;
   physical_in_use_ += size;
-  // Merge with adjacent runs so the run set stays canonical.
-  Addr start = addr;
-  Bytes length = size;
+  // Merge with adjacent runs so the run set stays canonical. A run that grows at its end keeps
+  // its node (a segment maps page after page upward); a new run goes in at the position found.
+  const bool joins_next = next != mapped_pages_.end() && next->first == addr + size;
   if (next != mapped_pages_.begin()) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == addr) {
-      start = prev->first;
-      length += prev->second;
-      mapped_pages_.erase(prev);
+      prev->second += size;
+      if (joins_next) {
+        prev->second += next->second;
+        mapped_pages_.erase(next);
+      }
+      return true;
     }
   }
-  if (next != mapped_pages_.end() && next->first == addr + size) {
-    length += next->second;
-    mapped_pages_.erase(next);
+  if (joins_next) {
+    const Bytes length = size + next->second;
+    next = mapped_pages_.erase(next);
+    mapped_pages_.emplace_hint(next, addr, length);
+    return true;
   }
-  mapped_pages_[start] = length;
+  mapped_pages_.emplace_hint(next, addr, size);
   return true;
 }
 
@@ -201,9 +206,14 @@ void SimDevice::do_unmap(Addr addr, Bytes size) {
   if (addr + size > run_start + run_size) {
     throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x}: not mapped", size, addr));
   }
-  mapped_pages_.erase(run);
-  if (addr > run_start) mapped_pages_[run_start] = addr - run_start;
-  if (addr + size < run_start + run_size) mapped_pages_[addr + size] = run_start + run_size - addr - size;
+  // What stays of the run: its head keeps the run's node, its tail goes in right after it.
+  if (addr > run_start) {
+    run->second = addr - run_start;
+  } else {
+    next = mapped_pages_.erase(run);
+  }
+  if (addr + size < run_start + run_size)
+    mapped_pages_.emplace_hint(next, addr + size, run_start + run_size - addr - size);
   physical_in_use_ -= size;
 }
 

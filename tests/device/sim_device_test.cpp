@@ -147,6 +147,35 @@ TEST(SimDevice, VmmMapAndUnmapCountReservedInPages) {
   EXPECT_EQ(device.reserved(), 0u);
 }
 
+// Mapped pages are kept as maximal runs (sim_device.cpp's invariants): a map joins the run ending
+// where it starts and the one starting where it ends; an unmap leaves a head and a tail. An unmap
+// must lie inside one run, so unmapping across the joints shows they were merged.
+TEST(SimDevice, MappedRunsJoinAndSplitAtTheirEdges) {
+  constexpr Bytes P = SimDevice::kPage;
+  SimDevice device({.capacity = 64 * MiB, .external = 0});
+  const Addr r = *device.reserve_range(20 * P);
+  ASSERT_TRUE(device.map(r + 4 * P, 2 * P));
+  ASSERT_TRUE(device.map(r + 8 * P, 2 * P));
+  ASSERT_TRUE(device.map(r + 6 * P, 2 * P));  // joins both neighbours: [4, 10)
+  ASSERT_TRUE(device.map(r + 2 * P, 2 * P));  // joins the run above only: [2, 10)
+  EXPECT_EQ(device.reserved(), 8 * P);
+  EXPECT_TRUE(device.is_backed(r + 2 * P, 8 * P));
+  device.unmap(r + 2 * P, P);  // the head: [3, 10) is left
+  device.unmap(r + 9 * P, P);  // the tail: [3, 9)
+  device.unmap(r + 5 * P, P);  // the middle: [3, 5) and [6, 9)
+  EXPECT_EQ(device.reserved(), 5 * P);
+  EXPECT_FALSE(device.is_backed(r + 2 * P, P));
+  EXPECT_TRUE(device.is_backed(r + 3 * P, 2 * P));
+  EXPECT_FALSE(device.is_backed(r + 5 * P, P));
+  EXPECT_TRUE(device.is_backed(r + 6 * P, 3 * P));
+  EXPECT_FALSE(device.is_backed(r + 9 * P, P));
+  EXPECT_THROW(device.unmap(r + 3 * P, 6 * P), std::logic_error);  // across the hole: two runs
+  ASSERT_TRUE(device.map(r + 5 * P, P));                           // fills the hole: [3, 9) again
+  device.unmap(r + 3 * P, 6 * P);
+  EXPECT_EQ(device.reserved(), 0u);
+  device.release_range(r);
+}
+
 TEST(SimDevice, MisuseIsALogicError) {
   SimDevice device;
   EXPECT_THROW(device.free(0x1234), std::logic_error);
