@@ -24,6 +24,14 @@ namespace {
 
 constexpr Bytes align_up(Bytes value, Bytes alignment) { return (value + alignment - 1) / alignment * alignment; }
 
+// Whether an alias of `aliases` (start -> {size, source}) overlaps [addr, addr + size).
+template <class Aliases>
+bool overlaps_alias(const Aliases& aliases, Addr addr, Bytes size) {
+  auto alias = aliases.lower_bound(addr);
+  if (alias != aliases.end() && alias->first < addr + size) return true;
+  return alias != aliases.begin() && std::prev(alias)->first + std::prev(alias)->second.size > addr;
+}
+
 }  // namespace
 
 SimDevice::SimDevice(SimDeviceConfig config) : config_(config) {
@@ -162,10 +170,13 @@ bool SimDevice::do_map(Addr addr, Bytes size) {
     throw std::logic_error(
         fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
   }
-  if (overlaps_mapping(addr, size)) {
+  // overlaps_mapping(), with the search of the mapped runs kept for the insert below.
+  auto next = mapped_pages_.lower_bound(addr);
+  if ((next != mapped_pages_.end() && next->first < addr + size) ||
+      (next != mapped_pages_.begin() && std::prev(next)->first + std::prev(next)->second > addr) ||
+      overlaps_alias(aliases_, addr, size)) {
     throw std::logic_error(fmt::format("sim device: map at 0x{:x} overlaps mapped pages", addr));
   }
-  auto next = mapped_pages_.lower_bound(addr);
   if (size > config_.capacity - config_.external - physical_in_use_) return false;
   physical_in_use_ += size;
   // Merge with adjacent runs so the run set stays canonical. A run that grows at its end keeps
@@ -221,9 +232,7 @@ bool SimDevice::overlaps_mapping(Addr addr, Bytes size) const {
   auto next = mapped_pages_.lower_bound(addr);
   if (next != mapped_pages_.end() && next->first < addr + size) return true;
   if (next != mapped_pages_.begin() && std::prev(next)->first + std::prev(next)->second > addr) return true;
-  auto alias = aliases_.lower_bound(addr);
-  if (alias != aliases_.end() && alias->first < addr + size) return true;
-  return alias != aliases_.begin() && std::prev(alias)->first + std::prev(alias)->second.size > addr;
+  return overlaps_alias(aliases_, addr, size);
 }
 
 bool SimDevice::aliased(Addr addr, Bytes size) const {

@@ -184,6 +184,24 @@ TEST(SimDevice, MisuseIsALogicError) {
   EXPECT_THROW(device.map(*range + 8 * MiB, 4 * MiB), std::logic_error);  // past the range end
 }
 
+TEST(SimDevice, AMapOverMappedPagesOrAnAliasIsALogicError) {
+  constexpr Bytes P = SimDevice::kPage;
+  SimDevice device({.capacity = 64 * MiB, .external = 0});
+  const Addr r = *device.reserve_range(10 * P);
+  ASSERT_TRUE(device.map(r + 2 * P, 2 * P));                     // [2, 4)
+  EXPECT_THROW(device.map(r + P, 2 * P), std::logic_error);      // over its first page
+  EXPECT_THROW(device.map(r + 3 * P, 2 * P), std::logic_error);  // over its last page
+  EXPECT_THROW(device.map(r + 2 * P, P), std::logic_error);      // inside it
+  EXPECT_THROW(device.map(r, 6 * P), std::logic_error);          // around it
+  device.map_alias(r + 6 * P, P, r + 2 * P);                     // [6, 7) shows page 2
+  EXPECT_THROW(device.map(r + 6 * P, P), std::logic_error);      // over the alias
+  EXPECT_THROW(device.map(r + 5 * P, 2 * P), std::logic_error);  // over its start
+  EXPECT_EQ(device.reserved(), 2 * P);
+  EXPECT_TRUE(device.map(r + 4 * P, P));  // touching the run and not the alias: [2, 5)
+  EXPECT_TRUE(device.map(r + 7 * P, P));  // right after the alias
+  EXPECT_EQ(device.reserved(), 4 * P);
+}
+
 // Stitching (GMLake): pages mapped in two ranges are aliased into a third; the alias costs no
 // memory, and the pages it shows cannot be unmapped under it.
 TEST(SimDevice, AliasesMapPagesTwiceWithoutReservingMore) {
