@@ -1,7 +1,7 @@
 // Allocators for node-based containers (std::map, std::set, the nodes of std::unordered_map) that
 // keep freed nodes for reuse instead of handing them back to malloc. Header-only, core layer.
 //
-// Why: a policy's ordered indexes and SimDevice's ranges insert (and erase) a node on nearly every
+// Why: a policy's ordered indexes and SimDevice's mapped runs insert (and erase) a node on nearly every
 // event; malloc and free of that node (through the command's counting operator new,
 // src/cli/memory_accounting.cpp) cost more instructions than the tree operation itself. Flat
 // sorted arrays are not the answer for indexes that hold thousands of entries (gmlake's 2 MiB
