@@ -128,9 +128,16 @@ class LiveTable {
     // per new id).
     if (id > constructed_) [[unlikely]]
       construct_up_to(id);
-    ::new (static_cast<void*>(storage_.get() + id * sizeof(LiveAllocation))) LiveAllocation{};
+    // Only the flags are written, as dense_erase leaves a slot: its block is read only while
+    // in_use, after the alloc that marks it in use wrote it (or marked it out_of_memory). The
+    // storage is a byte array from new[], which implicitly creates the (implicit-lifetime)
+    // LiveAllocation objects that slot() names; the block's 40 bytes are not zeroed per new id.
+    LiveAllocation& fresh = slot(id);
+    fresh.in_use = false;
+    fresh.free_requested = false;
+    fresh.out_of_memory = false;
     constructed_ = id + 1;
-    return slot(id);
+    return fresh;
   }
   [[gnu::noinline]] void construct_up_to(AllocId id) {
     for (; constructed_ < id; ++constructed_) {
