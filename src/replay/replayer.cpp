@@ -293,8 +293,9 @@ void Replayer::feed(std::span<const Event> events) {
   std::uint64_t index = first;
   const std::uint64_t total = first + events.size();
   // The loop is compiled once for a dense table and once for the others, so that the choice is
-  // made once per piece, not at every event (which table holds an id changes no result).
-  auto replay = [&]<bool kDense>(std::bool_constant<kDense>) {
+  // made once per piece, not at every event (which table holds an id changes no result); and
+  // once without the per-event tests of observers and stop_on_oom, for the usual plain replay.
+  auto replay = [&]<bool kDense, bool kPlain>(std::bool_constant<kDense>, std::bool_constant<kPlain>) {
     auto erase = [&live](AllocId id) {
       if constexpr (kDense) {
         live.dense_erase(id);
@@ -373,6 +374,7 @@ void Replayer::feed(std::span<const Event> events) {
         // Still at the peak (a cache, or a static arena, holds it): the busiest moment counts.
         m.allocated_at_peak_reserved = allocated;
       }
+      if constexpr (kPlain) continue;  // no observers, no stop_on_oom
       if (observed) {
         const ReplayPoint point{index, &e, requested, allocated, reserved, held, handed_out, &device_.time()};
         for (ReplayObserver* o : observers_) o->on_event(point);
@@ -385,10 +387,15 @@ void Replayer::feed(std::span<const Event> events) {
       }
     }
   };
+  const bool plain = !observed && !stop_on_oom;
   if (live.dense()) {
-    replay(std::true_type{});
+    if (plain) {
+      replay(std::true_type{}, std::true_type{});
+    } else {
+      replay(std::true_type{}, std::false_type{});
+    }
   } else {
-    replay(std::false_type{});
+    replay(std::false_type{}, std::false_type{});  // no plain variant: a sparse table costs more anyway
   }
   m.peak_requested = peak_requested;
   m.peak_allocated = peak_allocated;
