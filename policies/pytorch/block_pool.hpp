@@ -133,7 +133,7 @@ class StreamBlocks {
     const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
     Class& cl = classes_[c];
     if (cl.empty()) mark(c);
-    cl.insert(index_in(cl, key), Entry{key, id});
+    cl.insert(insert_index(cl, key), Entry{key, id});
   }
   // Erases the entry at p (not end()). Positions after p in its class are invalidated; every
   // other position stays valid.
@@ -167,7 +167,7 @@ class StreamBlocks {
       return;
     }
     cl.erase(p.index);
-    cl.insert(index_in(cl, key), Entry{key, id});
+    cl.insert(insert_index(cl, key), Entry{key, id});
   }
 
   Pos begin() const { return Pos{next_nonempty(0), 0}; }
@@ -297,6 +297,14 @@ class StreamBlocks {
       }
     }
     return lo;
+  }
+
+  // index_in for a key to be filed: the last entry is tried first, as a freed block usually
+  // sorts last (see Class) while a best fit is usually first. The same position as index_in.
+  static std::uint32_t insert_index(const Class& cl, SizeAddr key) {
+    const std::uint32_t size = cl.size();
+    if (size == 0 || cl[size - 1].key < key) return size;
+    return index_in(cl, key);
   }
 
   std::vector<Class> classes_ = std::vector<Class>(kClasses);
