@@ -132,7 +132,11 @@ class StreamBlocks {
     ++size_;
     const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
     Class& cl = classes_[c];
-    if (cl.empty()) mark(c);
+    if (cl.empty()) {  // a class that was empty: no search
+      mark(c);
+      cl.insert(0, Entry{key, id});
+      return;
+    }
     cl.insert(insert_index(cl, key), Entry{key, id});
   }
   // Erases the entry at p (not end()). Positions after p in its class are invalidated; every
@@ -300,10 +304,13 @@ class StreamBlocks {
   }
 
   // index_in for a key to be filed: the last entry is tried first, as a freed block usually
-  // sorts last (see Class) while a best fit is usually first. The same position as index_in.
+  // sorts last (see Class) while a best fit is usually first. The same position as index_in. The
+  // class must not be empty: insert files into an empty class directly, and refile re-inserts
+  // only when an entry beside the one it took out is out of order with the key, so that one stays.
   static std::uint32_t insert_index(const Class& cl, SizeAddr key) {
     const std::uint32_t size = cl.size();
-    if (size == 0 || cl[size - 1].key < key) return size;
+    assert(size > 0);
+    if (cl[size - 1].key < key) return size;
     return index_in(cl, key);
   }
 
