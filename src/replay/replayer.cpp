@@ -50,7 +50,7 @@ class LiveTable {
   struct Paged {};
   explicit LiveTable(Paged) : paged_(true) {}
   explicit LiveTable(const Trace& trace)
-      : dense_(true), dense_limit_(2 * (trace.events.size() + trace.initial.allocations.size()) + 1024) {
+      : dense_limit_(2 * (trace.events.size() + trace.initial.allocations.size()) + 1024) {
     // Room for as many ids as there are events and initial allocations (a trace's allocs are fewer,
     // so its ids fit unless they skip): one allocation per run, no growth. Uninitialised: the slots
     // are constructed up to the highest id used so far (touch), as the replay reaches them, instead
@@ -58,14 +58,10 @@ class LiveTable {
     // in use for find().
     reserve(std::min<std::uint64_t>(dense_limit_, trace.events.size() + trace.initial.allocations.size() + 1));
   }
-  LiveAllocation& operator[](AllocId id) {
-    if (dense_) return dense_at(id);
-    if (paged_) return paged_slot(id);
-    return sparse_[id];
-  }
+  LiveAllocation& operator[](AllocId id) { return paged_ ? paged_slot(id) : dense_at(id); }
   LiveAllocation* find(AllocId id) {
-    if (dense_) return dense_find(id);
-    if (paged_ && (id >> kPageBits) < pages_.size()) {
+    if (!paged_) return dense_find(id);
+    if ((id >> kPageBits) < pages_.size()) {
       Page* page = pages_[id >> kPageBits].get();
       if (page != nullptr && page->slots[id & kPageMask].in_use) return &page->slots[id & kPageMask];
     }
@@ -73,11 +69,11 @@ class LiveTable {
     return it == sparse_.end() ? nullptr : &it->second;
   }
   void erase(AllocId id) {
-    if (dense_) {
+    if (!paged_) {
       dense_erase(id);
       return;
     }
-    if (paged_ && (id >> kPageBits) < pages_.size()) {
+    if ((id >> kPageBits) < pages_.size()) {
       std::unique_ptr<Page>& page = pages_[id >> kPageBits];
       if (page != nullptr && page->slots[id & kPageMask].in_use) {
         page->slots[id & kPageMask] = LiveAllocation{};
@@ -91,7 +87,7 @@ class LiveTable {
   void seen(std::uint64_t events) { dense_bound_ = 2 * events + 1024; }
   // The dense table's own operator[], find and erase, for a caller that tested dense() once
   // (Replayer::feed picks its loop by it instead of testing it at every event).
-  bool dense() const { return dense_; }
+  bool dense() const { return !paged_; }
   LiveAllocation& dense_at(AllocId id) { return touch(id); }
   LiveAllocation* dense_find(AllocId id) {
     if (id < constructed_) [[likely]]
@@ -177,8 +173,7 @@ class LiveTable {
     return slot;
   }
 
-  bool dense_ = false;
-  bool paged_ = false;
+  bool paged_ = false;  // a streamed replay's table; else the dense one (ids beyond its limit in sparse_)
   std::uint64_t dense_bound_ = 1024;
   std::vector<std::unique_ptr<Page>> pages_;
   // Dense: ids below dense_limit_ have their slot in storage_, room for capacity_ slots, of which
