@@ -12,10 +12,11 @@ void StreamBlocks::Class::grow() {
   buf_.swap(bigger);
   head_ = 0;
   mask_ = cap - 1;
+  cap_ = cap;
 }
 
 void StreamBlocks::Class::insert_slow(std::uint32_t i, const Entry& e) {
-  if (buf_.empty() || n_ == mask_ + 1) grow();
+  if (n_ == cap_) grow();  // full, or no buffer yet (both 0)
   Class& self = *this;
   if (i < n_ - i) {  // the front is shorter: it moves one slot down
     head_ = (head_ - 1) & mask_;

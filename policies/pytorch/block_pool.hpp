@@ -221,12 +221,22 @@ class StreamBlocks {
     bool empty() const { return n_ == 0; }
     Entry& operator[](std::uint32_t i) { return buf_[(head_ + i) & mask_]; }
     const Entry& operator[](std::uint32_t i) const { return buf_[(head_ + i) & mask_]; }
-    // The ends inline (the common cases above), the middle out of line.
+    // The ends inline (the common cases above), the middle out of line. A freed block sorts
+    // first about as often as last (lm2.7b-ctx128: its class's best fits were taken from the front,
+    // and it lies below them), so both ends have a path here.
     void insert(std::uint32_t i, const Entry& e) {
-      if (i == n_ && n_ <= mask_ && !buf_.empty()) {  // append with room
-        buf_[(head_ + n_) & mask_] = e;
-        ++n_;
-        return;
+      if (n_ < cap_) {  // room (an empty buffer has none)
+        if (i == n_) {  // append
+          buf_[(head_ + n_) & mask_] = e;
+          ++n_;
+          return;
+        }
+        if (i == 0) {  // prepend
+          head_ = (head_ - 1) & mask_;
+          buf_[head_] = e;
+          ++n_;
+          return;
+        }
       }
       insert_slow(i, e);
     }
@@ -247,6 +257,7 @@ class StreamBlocks {
     std::uint32_t head_ = 0;  // the slot of entry 0
     std::uint32_t n_ = 0;
     std::uint32_t mask_ = 0;
+    std::uint32_t cap_ = 0;  // buf_.size(): mask_ + 1, or 0 before the first grow()
   };
   static constexpr std::uint32_t kWords = kClasses / 64;
 
