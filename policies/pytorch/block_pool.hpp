@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/node_pool.hpp"
 #include "pytorch/constants.hpp"
 
 namespace fraglab::cca {
@@ -373,9 +374,12 @@ class FreeBlockSet {
 struct BlockPool {
   explicit BlockPool(PoolKind k) : kind(k) {}
   PoolKind kind;
-  FreeBlockSet blocks;                                   // free mapped blocks
-  std::map<std::pair<StreamId, Addr>, NodeId> unmapped;  // expandable address space, no pages
-  std::uint64_t get_free_blocks_call_count = 0;          // the GC clock (§3.3)
+  FreeBlockSet blocks;  // free mapped blocks
+  // Expandable address space, no pages. Its nodes are reused (PooledMap): with expandable
+  // segments a split, a merge and each map or unmap of pages files or drops an entry, and a heap
+  // allocation per entry cost more than the tree operation.
+  PooledMap<std::pair<StreamId, Addr>, NodeId> unmapped;
+  std::uint64_t get_free_blocks_call_count = 0;  // the GC clock (§3.3)
 };
 
 inline FreeKey key_of(const Node& n) { return FreeKey{n.stream, n.size, n.addr}; }
