@@ -157,7 +157,7 @@ class CachingAllocator {
   // expandable.cpp
   NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size);
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
-  bool map_block(NodeId id, Bytes size);
+  bool map_block(NodeId id, Bytes size, Bytes wanted);
   NodeId try_allocate_expandable_block(const Request& r);
   void unmap_block(NodeId id);
   void release_expandable_segment(NodeId id);

@@ -72,7 +72,9 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
 
 // §7.2 step 2: map whole pages at the start of unmapped block `id` covering `size` bytes; the
 // rest stays unmapped; the mapped part merges with free mapped neighbours. One device call.
-bool CachingAllocator::map_block(NodeId id, Bytes size) {
+// The merged block is filed as free unless it has `wanted` bytes: then the caller takes it
+// (try_allocate_expandable_block), and filing it only to take it out again would cost a search.
+bool CachingAllocator::map_block(NodeId id, Bytes size, Bytes wanted) {
   const ExpandableSegment& seg = expandable_[static_cast<std::size_t>(nodes_[id].segment)];
   const Bytes mapped = std::min(seg.page * ((size + seg.page - 1) / seg.page), nodes_[id].size);
   // One cuMemCreate per page of the segment's size (README "Device time").
@@ -99,7 +101,7 @@ bool CachingAllocator::map_block(NodeId id, Bytes size) {
   }
   try_merge_blocks(id, nodes_[id].prev, pool);
   try_merge_blocks(id, nodes_[id].next, pool);
-  insert_into_blocks(pool, id);
+  if (nodes_[id].size < wanted) insert_into_blocks(pool, id);
   total_ += mapped;
   stats_.reserved_bytes.increase(pool.kind, mapped);
   ++stats_.num_device_alloc;  // per map call, not per page
@@ -112,15 +114,22 @@ NodeId CachingAllocator::try_allocate_expandable_block(const Request& r) {
   BlockPool& pool = *r.pool;
   NodeId c = find_expandable_block(r.stream, pool, r.rounded);
   if (c == kNil) return kNil;
-  if (!nodes_[c].mapped && !map_block(c, std::min(nodes_[c].size, r.rounded))) return kNil;
+  // A free mapped block found is filed; one map_block maps is filed only while it is too small
+  // (see map_block): the one that is large enough never enters the pool.
+  bool filed = nodes_[c].mapped;
+  if (!filed) {
+    if (!map_block(c, std::min(nodes_[c].size, r.rounded), r.rounded)) return kNil;
+    filed = nodes_[c].size < r.rounded;
+  }
   while (nodes_[c].size < r.rounded) {
-    // invariant: c is free and mapped, followed by an unmapped block
+    // invariant: c is free, mapped and filed, followed by an unmapped block
     const Bytes remaining = r.rounded - nodes_[c].size;
     const NodeId next = nodes_[c].next;
-    if (!map_block(next, std::min(remaining, nodes_[next].size))) return kNil;
+    if (!map_block(next, std::min(remaining, nodes_[next].size), r.rounded)) return kNil;
     c = next;  // map_block merged the old candidate into `next`
+    filed = nodes_[c].size < r.rounded;
   }
-  pool.blocks.erase(key_of(nodes_[c]));
+  if (filed) pool.blocks.erase(key_of(nodes_[c]));
   return c;
 }
 
