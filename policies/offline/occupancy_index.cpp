@@ -30,7 +30,7 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
   if (queries.size() >= std::numeric_limits<std::uint32_t>::max()) {
     throw std::length_error("offline: more queries than the occupancy index counts (2^32)");
   }
-  for (NodeSets& node : nodes_) node.own_read_until = node.below_read_until = 0;
+  for (NodeSets& node : nodes_) node.own_read_until = node.begins_read_until = 0;
   reuses_.assign(queries.size(), 0);
   keeps_.assign(queries.size(), 0);
   kept_.resize(kReuseWindow + 1);
@@ -40,17 +40,16 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
     const auto [first, last] = queries[q];
     if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
     if (note_repeat(q, latest_by_first)) continue;  // it reads no set
-    for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
-      if (lo & 1) nodes_[lo++].below_read_until = q + 1;
-      if (hi & 1) nodes_[--hi].below_read_until = q + 1;
+    const NodeId first_leaf = leaves_ + first;
+    nodes_[first_leaf].begins_read_until = q + 1;
+    for (NodeId lo = first_leaf + 1, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) nodes_[lo++].begins_read_until = q + 1;
+      if (hi & 1) nodes_[--hi].begins_read_until = q + 1;
     }
-    // The lowest partial node of each path; their ancestors are partial too (below).
-    const PartialPaths p = partial_paths(first, last);
-    if (p.left_from <= height_) nodes_[p.first_leaf >> p.left_from].own_read_until = q + 1;
-    if (p.right_from <= height_) nodes_[p.last_leaf >> p.right_from].own_read_until = q + 1;
+    if (height_ > 0) nodes_[first_leaf >> 1].own_read_until = q + 1;  // (its ancestors' too: below)
   }
-  // A node is partial whenever a node under it is (it holds that node's range, so it overlaps
-  // the query without lying inside it): its own set is read as late as its children's are.
+  // The own sets on a first leaf's path are read through the covers, so a node's own set is read
+  // as late as its children's are.
   for (NodeId v = leaves_; v-- > 1;) {
     nodes_[v].own_read_until =
         std::max({nodes_[v].own_read_until, nodes_[2 * v].own_read_until, nodes_[2 * v + 1].own_read_until});
@@ -95,20 +94,6 @@ void OccupancyIndex::compact_log() {
   compact_at_ = std::max(kMinCompactAt, 2 * insert_log_.size());  // (amortized: what is left doubles first)
 }
 
-OccupancyIndex::PartialPaths OccupancyIndex::partial_paths(std::uint32_t first, std::uint32_t last) const {
-  // The first leaf's ancestor at height h lies inside [first, last) iff it starts at `first` (2^h
-  // divides first) and fits (2^h <= last - first); likewise the last leaf's iff it ends at `last`.
-  // Those heights are a prefix: the partial nodes start above it.
-  const auto widest_inside = static_cast<std::uint32_t>(std::bit_width(last - first) - 1);
-  return PartialPaths{
-      leaves_ + first,
-      leaves_ + last - 1,
-      std::min(static_cast<std::uint32_t>(std::countr_zero(first)), widest_inside) + 1,
-      std::min(static_cast<std::uint32_t>(std::countr_zero(last)), widest_inside) + 1,
-      static_cast<std::uint32_t>(std::bit_width(first ^ (last - 1))),
-  };
-}
-
 // ---- insert -----------------------------------------------------------------------------------
 
 void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
@@ -122,40 +107,36 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
     insert_log_.push_back(LoggedInsert{first, last, taken});
     if (insert_log_.size() >= compact_at_) compact_log();
   }
-  // The canonical nodes: the bottom-up decomposition of [first, last).
+  // Own: the canonical nodes, the bottom-up decomposition of [first, last) (a leaf's set is its
+  // own and begin set in one).
   const auto store = [&](NodeId v) {
     NodeSets& node = nodes_[v];
-    if (v >= leaves_) {  // a leaf's below is its own set
-      if (read_later(node.below_read_until)) sets_.add_run(node.own, taken);
-      return;
-    }
-    if (read_later(node.own_read_until) && sets_.add_run(node.own, taken) && v < cover_ages_.size()) {
+    if (v >= leaves_) {
+      if (read_later(node.begins_read_until)) sets_.add_run(node.own, taken);
+    } else if (read_later(node.own_read_until) && sets_.add_run(node.own, taken) && v < cover_ages_.size()) {
       cover_ages_[v].own_changed_at = inserts_;
     }
-    if (read_later(node.below_read_until)) sets_.add_run(node.below, taken);
   };
   for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
     if (lo & 1) store(lo++);
     if (hi & 1) store(--hi);
   }
-  // The partial nodes hold the run in their below sets; bottom up on each path, then above the
-  // point where the paths meet (unless a walk stopped: then the nodes above hold it already, as
-  // far as a query to come reads them).
-  const PartialPaths p = partial_paths_of_last_query_or(first, last);
-  const std::uint32_t meet = std::min(p.meet, height_ + 1);
-  const bool left_goes_on = add_to_below(p.first_leaf, p.left_from, meet, taken);
-  const bool right_goes_on = add_to_below(p.last_leaf, p.right_from, meet, taken);
-  if (left_goes_on && right_goes_on) add_to_below(p.first_leaf, std::max(meet, p.left_from), height_ + 1, taken);
+  // Begin: the first leaf (unless it was a canonical node above) and the begin sets of its
+  // ancestors, bottom up.
+  const NodeId first_leaf = leaves_ + first;
+  if ((first & 1) == 0 && last != first + 1 && read_later(nodes_[first_leaf].begins_read_until)) {
+    sets_.add_run(nodes_[first_leaf].own, taken);
+  }
+  add_to_begins(first_leaf, taken);
 }
 
-bool OccupancyIndex::add_to_below(NodeId leaf, std::uint32_t low, std::uint32_t high, OffsetRun run) {
-  for (std::uint32_t height = low; height < high; ++height) {
+void OccupancyIndex::add_to_begins(NodeId leaf, OffsetRun run) {
+  for (std::uint32_t height = 1; height <= height_; ++height) {
     NodeSets& node = nodes_[leaf >> height];
     // A set read later has had every insert so far, so when it holds the run already, so do those
-    // above it (below(parent) holds below(child)) that are read later.
-    if (read_later(node.below_read_until) && !sets_.add_run(node.below, run)) return false;
+    // above it (a parent's begin set holds its children's) that are read later.
+    if (read_later(node.begins_read_until) && !sets_.add_run(node.begins, run)) return;
   }
-  return true;
 }
 
 // ---- query ------------------------------------------------------------------------------------
@@ -189,35 +170,18 @@ bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last) {
     if (reuses_[queries_done_ - 1] != 0) return false;
   }
   parts_.clear();
-  for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
-    if (lo & 1) add_part(below(lo++));
-    if (hi & 1) add_part(below(--hi));
+  // Begin: the first leaf's set, then the canonical nodes of (first, last).
+  const NodeId first_leaf = leaves_ + first;
+  add_part(nodes_[first_leaf].own);
+  for (NodeId lo = first_leaf + 1, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
+    if (lo & 1) add_part(begins(lo++));
+    if (hi & 1) add_part(begins(--hi));
   }
-  // The partial nodes: the shared top of the two paths, then each path's own part below it.
-  const PartialPaths p = partial_paths(first, last);
-  last_query_ = SlotRange{first, last};
-  last_query_paths_ = p;
-  const std::uint32_t top = height_ + 1;
-  const std::uint32_t meet = std::min(p.meet, top);
-  const std::uint32_t shared_from = std::max(meet, p.left_from);  // (= max(meet, right_from))
+  // Own: the first leaf's ancestors, through the deepest cover, then the uncached ones below it.
   std::uint32_t changed = 0;
-  const NodeId shared = refresh_covers(p.first_leaf, shared_from, top, changed);
-  std::uint32_t left_changed = changed;
-  const NodeId left = refresh_covers(p.first_leaf, p.left_from, meet, left_changed);
-  const NodeId right = refresh_covers(p.last_leaf, p.right_from, meet, changed);
-  // The deepest cover on a path holds the covers above it: the shared one only when neither path
-  // has a cached node of its own.
-  if (left != 0 || right != 0) {
-    if (left != 0) add_part(covers_[left].runs);
-    if (right != 0) add_part(covers_[right].runs);
-  } else if (shared != 0) {
-    add_part(covers_[shared].runs);
-  }
-  if (lowest_cached_height_ > 1) {  // (partial nodes are never leaves: with height 1 cached, all are)
-    add_uncached_own(p.first_leaf, shared_from, top);
-    add_uncached_own(p.first_leaf, p.left_from, meet);
-    add_uncached_own(p.last_leaf, p.right_from, meet);
-  }
+  const NodeId deepest = refresh_covers(first_leaf, 1, height_ + 1, changed);
+  if (deepest != 0) add_part(covers_[deepest].runs);
+  add_uncached_own(first_leaf, 1, height_ + 1);
   return true;
 }
 

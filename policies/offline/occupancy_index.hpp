@@ -1,41 +1,45 @@
 // OccupancyIndex: "which offset ranges are taken at some moment of this time interval?" for the
 // greedy planner, without visiting every placed buffer that overlaps the interval.
 //
-// Time is a range of slots [0, slots). A perfect binary segment tree over the slots (heap
-// numbering: root 1, children 2v and 2v + 1, slot s at leaf L + s, a node's height counted from
-// the leaves); each node covers a slot range and holds sets of occupied offset ranges, each
-// sorted, disjoint and merged (touching or overlapping runs become one run, so a set is a union
-// of buffers, usually of few runs):
+// Time is a range of slots [0, slots). Two slot ranges [f, l) and [f', l') meet iff one holds
+// the other's first slot: f' in [f, l) (when f <= f') or f in [f', l') (when f' < f). So the
+// buffers live somewhere in a query range Q = [first, last) are those live at slot `first` (a
+// stabbing query, one slot) and those whose range begins in (first, last) (a range query over
+// one point per buffer); a buffer in both counts once, since the answer is a union.
+//
+// A perfect binary segment tree over the slots (heap numbering: root 1, children 2v and 2v + 1,
+// slot s at leaf L + s, a node's height counted from the leaves) answers both; each node holds
+// sets of occupied offset ranges, each sorted, disjoint and merged (touching or overlapping runs
+// become one run, so a set is a union of buffers, usually of few runs):
 //  - own: the buffers whose slot range covers the node's whole range and none of its ancestors'
-//    (the node is one of the O(log n) canonical pieces of the buffer's range);
-//  - below: the union of every buffer stored in the node's subtree (own included): the buffers
-//    live somewhere in the node's range, except those held by an ancestor (for a leaf: own);
+//    (the node is one of the O(log n) canonical pieces of the buffer's range); the buffers live
+//    at slot s are the own sets of leaf s and its ancestors;
+//  - begins: the buffers whose range begins in the node's range (a parent's holds its
+//    children's). A leaf keeps one set for both: own and begins of leaf s are all live at s, so
+//    either can stand for the other in a query whose range holds s;
 //  - cover (upper levels only, a cache): the union of own over the node and its ancestors: every
 //    buffer live during the node's whole range.
-// A buffer live somewhere in a query range Q is held either by a partial node of Q (one that
-// overlaps Q without lying inside it: its own buffers are live over all of it, hence in Q) or
-// inside the subtree of a canonical node of Q. The partial nodes are the top parts of the paths
-// from the root to Q's first and last slot (above the heights where those paths enter Q, found by
-// bit arithmetic on the slot numbers), so the answer is the cover of the deepest partial node of
-// each path plus below of each canonical node: a handful of merged sets instead of every buffer
-// live in Q (on training traces that is ~1000 buffers in ~10-20 runs).
+// A query's answer is the set of leaf `first`, the cover of its parent (with the own sets of the
+// uncached ancestors below it), and the begin sets of the canonical nodes of (first, last): a
+// handful of merged sets instead of every buffer live in Q (on training traces ~1000 buffers in
+// ~10-20 runs). An insert adds the run to the own sets of its range's canonical nodes and to the
+// begin sets on the path from its first leaf up, bottom up, stopping at the first that held it.
 //
-// The cover cache is rebuilt lazily, top down along a query's paths: a node's cover is stale when
+// The cover cache is rebuilt lazily, top down along a query's path: a node's cover is stale when
 // an own set on its path from the root changed after it was built (each cached node records the
 // insert that last changed its own set; the walk carries the latest along the path). A cover that
 // would be a copy of its parent's cover or of its own set (the other being empty) shares that
 // block instead. Deep nodes change too often between visits for a cache to pay, so below
-// `cached_depth` (13 by default: best on the traces measured) the partial nodes' own sets are read
-// one by one instead.
+// `cached_depth` (13 by default) the own sets are read one by one instead.
 //
 // Queries known in advance (the planner's case: one query per request, in placement order): a
-// node's below set is read only by the queries that have it as a canonical node, its own set only
-// by those that have it as a partial node (directly, or through a cover of it or of a node under
-// it, which is partial only if it is). The constructor notes, per node, the last query that reads
-// each; an insert then skips the sets no query to come will read (on training traces ~40 % of the
-// set inserts). A skipped set goes stale for good, which is safe because it is never read again;
-// a set still read later has had every insert so far, which keeps the early stop of the below
-// walk sound. Without the list, every set is kept and any queries may come.
+// node's begin set is read only by the queries that have it as a canonical node (a leaf's set
+// also by those that start there), its own set only by those whose first leaf lies under it
+// (through a cover of it or of a node under it). The constructor notes, per node, the last query
+// that reads each; an insert then skips the sets no query to come will read. A skipped set goes
+// stale for good, which is safe because it is never read again; a set still read later has had
+// every insert so far, which keeps the early stop of the begins walk sound. Without the list,
+// every set is kept and any queries may come.
 //
 // Repeated queries (known in advance only): a query whose slot range is that of one of the
 // kReuseWindow queries before it (the latest query that started at the same slot) is answered
@@ -48,9 +52,8 @@
 // Cost: insert and query touch O(log n) nodes, found by index arithmetic; a set insert is a
 // binary search and a move of the tail of a small array (run_set_store.hpp); a query merges a
 // few sorted sets, pairwise, in two buffers reused from query to query. On lm2.7b (2,843 slots,
-// 7,095 requests) a query unites ~4.5 sets (~10 for the long-lived requests) and an insert adds
-// to ~9 sets (~15 without the known queries); what time is left goes mostly to the branch
-// mispredictions of merging and searching these small sets.
+// 7,095 requests) a query unites ~4 sets and an insert adds to ~6; what time is left goes mostly
+// to merging and searching these small sets.
 #pragma once
 
 #include <cstdint>
@@ -94,32 +97,14 @@ class OccupancyIndex {
  private:
   using NodeId = std::uint32_t;
 
-  // The partial nodes of a slot range: the ancestors of its first leaf at heights
-  // [left_from, root], of its last leaf at heights [right_from, root]; the two paths are one at
-  // heights >= meet. (A height past the root means no such node.)
-  struct PartialPaths {
-    NodeId first_leaf;
-    NodeId last_leaf;
-    std::uint32_t left_from;
-    std::uint32_t right_from;
-    std::uint32_t meet;
-  };
-  PartialPaths partial_paths(std::uint32_t first, std::uint32_t last) const;
-  // The same, reusing the last query's when it had this range (the planner inserts each request
-  // right after querying its range).
-  PartialPaths partial_paths_of_last_query_or(std::uint32_t first, std::uint32_t last) const {
-    return first == last_query_.first && last == last_query_.last ? last_query_paths_ : partial_paths(first, last);
-  }
-
-  // A leaf's subtree is itself: its below set is its own set (kept once).
-  const RunSet& below(NodeId v) const { return v >= leaves_ ? nodes_[v].own : nodes_[v].below; }
+  // A leaf's begin set is its own set (kept once).
+  const RunSet& begins(NodeId v) const { return v >= leaves_ ? nodes_[v].own : nodes_[v].begins; }
   // Whether a query to come reads a set that the queries before `read_until` read last.
   bool read_later(std::uint32_t read_until) const { return read_until > queries_done_; }
   // Notes the nodes the known queries read (the constructor's pass over them).
   void note_reads(std::span<const SlotRange> queries);
-  // Adds `run` to below of leaf's ancestors at heights [low, high), bottom up; false when it met
-  // a set that held the run already (so do all the sets above it: the walk stops there).
-  bool add_to_below(NodeId leaf, std::uint32_t low, std::uint32_t high, OffsetRun run);
+  // Adds `run` to the begin sets of leaf's ancestors, bottom up, up to the first that held it.
+  void add_to_begins(NodeId leaf, OffsetRun run);
 
   void add_part(const RunSet& set) {
     if (!set.empty()) parts_.push_back(set);
@@ -153,10 +138,10 @@ class OccupancyIndex {
   std::uint32_t lowest_cached_height_;  // nodes at this height and above keep a cover
   struct NodeSets {                     // a node's sets and when they are read last (32 bytes: half a cache line)
     RunSet own;
-    RunSet below;
+    RunSet begins;
     // 1 + the index of the last query that reads the set (0: none; all ones: any may).
     std::uint32_t own_read_until = ~std::uint32_t{0};
-    std::uint32_t below_read_until = ~std::uint32_t{0};
+    std::uint32_t begins_read_until = ~std::uint32_t{0};
   };
   std::vector<NodeSets> nodes_;  // by node id
   RunSetStore sets_;
@@ -172,8 +157,6 @@ class OccupancyIndex {
   };
   std::vector<CoverAge> cover_ages_;  // by node id, for the cached levels
   std::vector<Cover> covers_;         // the same
-  SlotRange last_query_;
-  PartialPaths last_query_paths_{};
   std::uint32_t inserts_ = 0;
   std::span<const SlotRange> queries_;  // the known queries (empty: any)
   std::uint32_t queries_done_ = 0;

@@ -100,6 +100,94 @@ TEST(OfflinePlanEquality, RandomLifetimesWithTiesMatchTheDefinition) {
   }
 }
 
+// Stack-like lifetimes (each request freed before the ones allocated before it: nested), runs of
+// identical lifetimes, and sizes from many values or from two: the long-lived requests whose
+// queries read many begin sets, and ties of size and lifetime. Hundreds of requests, so the
+// index's tree has many levels and ranges start at odd and even slots.
+TEST(OfflinePlanEquality, NestedAndIdenticalLifetimesMatchTheDefinition) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    Rng rng(seed);
+    std::vector<PlannedRequest> requests;
+    std::vector<std::size_t> open;
+    std::uint64_t position = 0;
+    const bool many_sizes = seed % 2 == 0;
+    const auto size = [&] { return many_sizes ? 1 + rng.below(1u << 20) : Bytes{512} << rng.below(2); };
+    while (requests.size() < 200 + 20 * seed) {
+      if (open.empty() || rng.below(3) != 0) {
+        const Bytes group_size = size();
+        for (std::uint64_t g = 1 + rng.below(rng.below(4) == 0 ? 8 : 2); g > 0; --g) {  // allocated together
+          PlannedRequest r;
+          r.begin = position;
+          r.size = rng.below(2) == 0 ? group_size : size();
+          requests.push_back(r);
+          open.push_back(requests.size() - 1);
+        }
+        ++position;
+      } else {  // the newest few freed at once (same end: identical lifetimes when begun together)
+        for (std::uint64_t g = 1 + rng.below(3); g > 0 && !open.empty(); --g) {
+          requests[open.back()].end = position + 1;
+          open.pop_back();
+        }
+        position += 1 + rng.below(2);
+      }
+    }
+    for (const std::size_t k : open) requests[k].end = position + 1;
+    expect_same_plan(requests, seed % 3 == 0 ? 1 : 512, "seed " + std::to_string(seed));
+  }
+}
+
+// The index alone, with no queries announced (every set kept) and with them announced, on random
+// slot ranges of every length from many first slots: every answer is the union of the runs
+// inserted so far whose slot ranges meet the query's (a range meets another iff one holds the
+// other's first slot, which the index relies on).
+TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    const auto slots = static_cast<std::uint32_t>(1 + rng.below(seed % 2 == 0 ? 9 : 300));
+    std::vector<offline::SlotRange> queries;
+    for (int q = 0; q < 400; ++q) {
+      const auto first = static_cast<std::uint32_t>(rng.below(slots));
+      const std::uint64_t room = slots - first;
+      queries.push_back({first, static_cast<std::uint32_t>(first + 1 + (rng.below(4) == 0 ? rng.below(room) : 0))});
+    }
+    for (const bool announced : {false, true}) {
+      offline::OccupancyIndex index =
+          announced ? offline::OccupancyIndex(slots, queries) : offline::OccupancyIndex(slots);
+      std::vector<std::pair<offline::SlotRange, offline::OffsetRun>> inserted;
+      for (const offline::SlotRange& query : queries) {
+        std::vector<std::pair<Bytes, Bytes>> runs;
+        for (const auto& [range, run] : inserted) {
+          if (range.first < query.last && query.first < range.last) runs.emplace_back(run.begin, run.end);
+        }
+        std::sort(runs.begin(), runs.end());
+        std::vector<std::pair<Bytes, Bytes>> expected;  // touching runs merge too
+        for (const auto& [begin, end] : runs) {
+          if (!expected.empty() && begin <= expected.back().second) {
+            expected.back().second = std::max(expected.back().second, end);
+          } else {
+            expected.emplace_back(begin, end);
+          }
+        }
+        std::vector<std::pair<Bytes, Bytes>> answer;
+        for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) answer.emplace_back(r.begin, r.end);
+        ASSERT_EQ(answer, expected) << "seed " << seed << ", announced " << announced << ", query "
+                                    << &query - queries.data();
+        // The request's own run, over its own range, then one over a random range.
+        const Bytes begin = rng.below(200) * 8;
+        const offline::OffsetRun run{begin, begin + 8 * (1 + rng.below(6))};
+        index.insert(query.first, query.last, run);
+        inserted.emplace_back(query, run);
+        const auto first = static_cast<std::uint32_t>(rng.below(slots));
+        const offline::SlotRange other{first, static_cast<std::uint32_t>(first + 1 + rng.below(slots - first))};
+        const Bytes other_begin = rng.below(200) * 8;
+        const offline::OffsetRun other_run{other_begin, other_begin + 8 * (1 + rng.below(6))};
+        index.insert(other.first, other.last, other_run);
+        inserted.emplace_back(other, other_run);
+      }
+    }
+  }
+}
+
 // The gaps of a ∪ b scanned without writing the union pick what a scan of the union picks.
 TEST(OfflinePlanEquality, BestFitInUnionIsBestFitInTheMergedSet) {
   for (std::uint64_t seed = 1; seed <= 500; ++seed) {
