@@ -106,10 +106,36 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
   if (!queries_.empty()) {
     insert_log_.push_back(LoggedInsert{first, last, taken});
     if (insert_log_.size() >= compact_at_) compact_log();
+    // Deferred while the next queries read no set (they repeat one before: extend_answer reads
+    // the log): a run that touches the deferred one over the same slots joins it, since a set
+    // that holds both holds their union and nothing else differs. The sets are stored to when the
+    // next query that reads them comes (a set whose last reader came in between has none: those
+    // queries read no set), so they see the same runs.
+    if (pending_ && pending_->first == first && pending_->last == last && taken.begin <= pending_->run.end &&
+        pending_->run.begin <= taken.end) {
+      pending_->run = OffsetRun{std::min(pending_->run.begin, taken.begin), std::max(pending_->run.end, taken.end)};
+    } else {
+      store_pending();
+      pending_ = LoggedInsert{first, last, taken};
+    }
+    if (queries_done_ < queries_.size() && reuses_[queries_done_] != 0) return;
+    store_pending();
+    return;
   }
+  store(first, last, taken);
+}
+
+void OccupancyIndex::store_pending() {
+  if (!pending_) return;
+  const LoggedInsert deferred = *pending_;
+  pending_.reset();
+  store(deferred.first, deferred.last, deferred.run);
+}
+
+void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
   // Own: the canonical nodes, the bottom-up decomposition of [first, last) (a leaf's set is its
   // own and begin set in one).
-  const auto store = [&](NodeId v) {
+  const auto store_own = [&](NodeId v) {
     NodeSets& node = nodes_[v];
     if (v >= leaves_) {
       if (read_later(node.begins_read_until)) sets_.add_run(node.own, taken);
@@ -118,8 +144,8 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
     }
   };
   for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
-    if (lo & 1) store(lo++);
-    if (hi & 1) store(--hi);
+    if (lo & 1) store_own(lo++);
+    if (hi & 1) store_own(--hi);
   }
   // Begin: the first leaf (unless it was a canonical node above) and the begin sets of its
   // ancestors, bottom up.
@@ -166,8 +192,12 @@ bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last) {
         queries_[queries_done_].last != last) {
       throw std::logic_error("OccupancyIndex: a query other than the next one it was told of");
     }
-    ++queries_done_;  // (the sets this query reads were read later until now)
-    if (reuses_[queries_done_ - 1] != 0) return false;
+    if (reuses_[queries_done_] != 0) {
+      ++queries_done_;
+      return false;
+    }
+    store_pending();  // (before the count: the sets this query reads are read later until then)
+    ++queries_done_;
   }
   parts_.clear();
   // Begin: the first leaf's set, then the canonical nodes of (first, last).

@@ -57,6 +57,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -184,6 +185,11 @@ class OccupancyIndex {
   std::size_t compact_at_ = kMinCompactAt;
   static constexpr std::size_t kMinCompactAt = 1024;
   void compact_log();
+  // The insert not yet stored to the sets (known queries only): see insert().
+  std::optional<LoggedInsert> pending_;
+  void store_pending();
+  // Adds the run to the sets: the own sets of the canonical nodes and the begin sets on the path.
+  void store(std::uint32_t first, std::uint32_t last, OffsetRun taken);
   // The query in progress: the sets whose union is the answer, and two buffers to merge in.
   std::vector<RunSet> parts_;
   std::vector<OffsetRun> scratch_[2];
