@@ -12,11 +12,12 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
     : slots_(slots),
       leaves_(std::bit_ceil(std::max<std::uint32_t>(std::min(slots, kMaxSlots), 1))),
       height_(static_cast<std::uint32_t>(std::countr_zero(leaves_))),
-      lowest_cached_height_(height_ > cached_depth ? height_ - cached_depth : 0),
+      lowest_cached_height_(std::max(kLowestCachedHeight, height_ > cached_depth ? height_ - cached_depth : 0)),
       sets_(std::min(32 * std::size_t{leaves_}, std::size_t{1} << 23)) {  // (~what training traces use)
   if (slots > kMaxSlots) throw std::length_error("offline: more time slots than the occupancy index holds (2^30)");
   nodes_.assign(2 * std::size_t{leaves_}, NodeSets{});
-  const std::size_t cached = std::size_t{2} << (height_ - lowest_cached_height_);  // nodes above that height
+  const std::size_t cached =  // the nodes at that height and above (none in a tree that low)
+      lowest_cached_height_ <= height_ ? std::size_t{2} << (height_ - lowest_cached_height_) : 0;
   cover_ages_.resize(cached);
   covers_.resize(cached);
   if (!queries.empty()) {
