@@ -18,6 +18,8 @@
 #include <array>
 #include <bit>
 #include <limits>
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <utility>
 
@@ -58,8 +60,11 @@ std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
   const auto lifetime_key = [&](std::uint32_t k) { return longest - (requests[k].end - requests[k].begin); };
   const auto size_key = [&](std::uint32_t k) { return (largest - sizes[k]) >> size_shift; };
   const auto above_lifetime = [&](std::uint64_t v) { return lifetime_width == 64 ? 0 : v << lifetime_width; };
-  std::vector<Keyed> items(sizes.size());
-  std::vector<Keyed> sorted(items.size());
+  // Every entry is written before it is read: allocated without the zero-fill of a vector.
+  const std::size_t count = sizes.size();
+  std::unique_ptr<Keyed[]> items = std::make_unique_for_overwrite<Keyed[]>(count);
+  std::unique_ptr<Keyed[]> sorted = std::make_unique_for_overwrite<Keyed[]>(count);
+  const auto all = [&](const std::unique_ptr<Keyed[]>& array) { return std::span<Keyed>(array.get(), count); };
   // Stable LSD radix sort of `items` by key, skipping the digits that are the same in every key.
   const auto sort_by_key = [&](std::uint64_t any_bits) {
     constexpr unsigned kDigitBits = 11;
@@ -68,27 +73,27 @@ std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
         return static_cast<std::size_t>((item.key >> shift) & ((1u << kDigitBits) - 1));
       };
       std::array<std::uint32_t, std::size_t{1} << kDigitBits> next{};  // counts, then where each digit's next goes
-      for (const Keyed& item : items) ++next[digit(item)];
-      if (next[digit(items[0])] == items.size()) continue;  // one digit value: nothing moves
+      for (const Keyed& item : all(items)) ++next[digit(item)];
+      if (next[digit(items[0])] == count) continue;  // one digit value: nothing moves
       std::uint32_t start = 0;
       for (std::uint32_t& slot : next) start += std::exchange(slot, start);
-      for (const Keyed& item : items) sorted[next[digit(item)]++] = item;
+      for (const Keyed& item : all(items)) sorted[next[digit(item)]++] = item;
       items.swap(sorted);
     }
   };
   if (one_key) {
-    for (std::uint32_t k = 0; k < items.size(); ++k) {
+    for (std::uint32_t k = 0; k < count; ++k) {
       items[k] = Keyed{above_lifetime(size_key(k)) | lifetime_key(k), k};
     }
     sort_by_key(above_lifetime(size_bits >> size_shift) | lifetime_bits);
   } else {
-    for (std::uint32_t k = 0; k < items.size(); ++k) items[k] = Keyed{lifetime_key(k), k};
+    for (std::uint32_t k = 0; k < count; ++k) items[k] = Keyed{lifetime_key(k), k};
     sort_by_key(lifetime_bits);
-    for (Keyed& item : items) item.key = size_key(item.request);
+    for (Keyed& item : all(items)) item.key = size_key(item.request);
     sort_by_key(size_bits >> size_shift);
   }
-  std::vector<std::uint32_t> order(items.size());
-  for (std::size_t n = 0; n < items.size(); ++n) order[n] = items[n].request;
+  std::vector<std::uint32_t> order(count);
+  for (std::size_t n = 0; n < count; ++n) order[n] = items[n].request;
   return order;
 }
 
@@ -171,10 +176,10 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
   const std::vector<std::uint32_t> slots_before = slots_before_positions(requests);
   const std::vector<std::uint32_t> order = placement_order(plan.sizes, requests);
   // Each request's slots, in placement order: the index's queries, known before the first.
-  std::vector<SlotRange> slot_ranges(order.size());
-  for (std::size_t n = 0; n < order.size(); ++n) {
-    const PlannedRequest& r = requests[order[n]];
-    slot_ranges[n] = SlotRange{slots_before[r.begin], slots_before[r.end]};
+  std::vector<SlotRange> slot_ranges;
+  slot_ranges.reserve(order.size());  // (filled in order: no zero-fill first)
+  for (const std::uint32_t k : order) {
+    slot_ranges.push_back(SlotRange{slots_before[requests[k].begin], slots_before[requests[k].end]});
   }
 
   OccupancyIndex index(slots_before.back(), slot_ranges);
