@@ -30,16 +30,13 @@
 #include <string>
 #include <unordered_map>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/json_text.hpp"
 #include "trace/jsonl_canonical_line.hpp"
 #include "trace/jsonl_event_line.hpp"
 #include "trace/jsonl_reader.hpp"
+#include "trace/line_count.hpp"
 #include "trace/live_allocations.hpp"
 #include "trace/summary_builder.hpp"
 
@@ -138,51 +135,6 @@ class Interner {
   std::array<std::uint32_t, 61> recent_;  // indices into strings_, kNoString = empty
 };
 
-// Lines in s (a final line without '\n' included): only for reserving the event vector, so it
-// changes no result. 16 bytes a step with SSE2 (part of every x86-64): each byte lane counts the
-// newlines it saw, summed every 255 steps before a lane could overflow; the rest 8 bytes a step.
-// One memchr call per line cost more than a tenth of the whole parse, and the 8-byte loop alone
-// still ~15 % of it.
-std::size_t count_lines(std::string_view s) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kLow7 = 0x7F7F7F7F7F7F7F7Full;
-  std::size_t n = 1, i = 0;
-#if defined(__SSE2__)
-  const __m128i newline = _mm_set1_epi8('\n');
-  while (s.size() - i >= 16) {
-    const std::size_t steps = std::min<std::size_t>((s.size() - i) / 16, 255);
-    __m128i lanes = _mm_setzero_si128();
-    std::size_t k = 0;
-    // Four blocks a turn: the loop's own count, compare and branch were a third of its work.
-    for (; k + 4 <= steps; k += 4, i += 64) {
-      const char* b = s.data() + i;
-      const __m128i v0 = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), newline);
-      const __m128i v1 = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)), newline);
-      const __m128i v2 = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32)), newline);
-      const __m128i v3 = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 48)), newline);
-      // Each lane gains at most 4 per turn and 255 blocks at most: no lane passes 255.
-      lanes = _mm_sub_epi8(lanes, _mm_add_epi8(_mm_add_epi8(v0, v1), _mm_add_epi8(v2, v3)));  // a match is -1
-    }
-    for (; k < steps; ++k, i += 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
-      lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(v, newline));  // a match is -1
-    }
-    const __m128i sums = _mm_sad_epu8(lanes, _mm_setzero_si128());  // two 16-bit sums
-    n += static_cast<std::size_t>(_mm_cvtsi128_si32(sums)) + static_cast<std::size_t>(_mm_extract_epi16(sums, 4));
-  }
-#endif
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t v;
-    std::memcpy(&v, s.data() + i, 8);
-    std::uint64_t x = v ^ (kOnes * '\n');  // a '\n' byte becomes 0
-    // High bit set in every byte that is not zero (exact: no carries between bytes).
-    std::uint64_t nonzero = ((x & kLow7) + kLow7) | x;
-    // Sum the 0/1 flags with one multiply (std::popcount is a libgcc call on baseline x86-64).
-    n += static_cast<std::size_t>((((~nonzero & (kOnes << 7)) >> 7) * kOnes) >> 56);
-  }
-  for (; i < s.size(); ++i) n += s[i] == '\n';
-  return n;
-}
-
 std::string_view trim_right(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
     s.remove_suffix(1);
@@ -212,9 +164,9 @@ class JsonlReader {
       line_no_ = 1;  // nothing but blank lines: the header is missing from the first line
       fail("empty input: expected a header line {\"fraglab_trace\": 1, ...}");
     }
-    // At most one event per remaining line: counting them (16 bytes a step) sizes the event
+    // At most one event per remaining line: counting them (line_count.hpp) sizes the event
     // vector once instead of regrowing and copying it ~20 times on large traces.
-    trace_.events.reserve(count_lines(text_.substr(pos_)));
+    trace_.events.reserve(detail::count_lines(text_.substr(pos_)));
     read_events_in_window(trace_.events);
     return std::move(trace_);
   }
