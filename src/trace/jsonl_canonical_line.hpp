@@ -69,62 +69,81 @@ template <std::size_t N>
   return true;
 }
 
-// How many of the 8 bytes of w, from the first, are ASCII digits. A byte outside '0'..'9' gets
-// its high bit set by +0x46 (above '9') or -0x30 (below '0'); carries and borrows only move
-// towards later bytes, and digits make none, so the first flagged byte is the first non-digit.
-inline unsigned leading_digits(std::uint64_t w) {
-  std::uint64_t t = ((w + 0x46 * kOnes) | (w - 0x30 * kOnes)) & kHigh;
-  return t == 0 ? 8 : static_cast<unsigned>(std::countr_zero(t)) / 8;
+// The non-digit bytes of w: the high bit of every byte outside '0'..'9' (+0x46 takes a byte above
+// '9' past 0x7F, -0x30 one below '0' below 0; bytes of 0x80 and up have it already). Carries and
+// borrows only move towards later bytes, and digits make none, so the first flagged byte is the
+// first non-digit; later flags may be wrong, and are never used.
+inline std::uint64_t nondigits(std::uint64_t w) { return ((w + 0x46 * kOnes) | (w - 0x30 * kOnes)) & kHigh; }
+
+// The number spelled by 8 digit values (0..9 each, the first, most significant, in the lowest byte
+// of d): Lemire's SWAR method with the two final steps merged into two multiplies, as simdjson's
+// parse_eight_digits_unrolled. d * 10 + (d >> 8) leaves each even byte the 2-digit number of its
+// pair (odd bytes hold junk, masked off); the pairs 0 and 2 of each half, times 100 and 10^6, and
+// 1 and 3, times 1 and 10^4, sum in bits 32..63 of the product (lower terms stay below 2^32, terms
+// past bit 63 fall out).
+inline std::uint64_t eight_digit_value(std::uint64_t d) {
+  d = d * 10 + (d >> 8);
+  constexpr std::uint64_t kPairs = 0x000000FF000000FFull;
+  return ((d & kPairs) * (100 + (1000000ull << 32)) + ((d >> 16) & kPairs) * (1 + (10000ull << 32))) >> 32;
 }
 
-// The number spelled by the first n (1..8) bytes of w, all digits: they are moved to the top of
-// the word (zero digits before them) and combined pairwise, as jsonl_event_line.hpp's
-// eight_digits() does.
-inline std::uint64_t digits_value(std::uint64_t w, unsigned n) {
-  std::uint64_t v = (w - 0x30 * kOnes) << (8 * (8 - n));  // digits borrow nothing; the rest shifts out
-  v = (v * 10 + (v >> 8)) & 0x00FF00FF00FF00FFull;
-  v = (v * 100 + (v >> 16)) & 0x0000FFFF0000FFFFull;
-  return (v * 10000 + (v >> 32)) & 0xFFFFFFFFull;
+// The number spelled by the digits of w before its first non-digit, given `flags` = nondigits(w)
+// != 0 with the first non-digit at byte n >= 1: the digits' values are moved to the top of the
+// word (zero digits before them: the shift is 64 - 8n = 71 - countr_zero(flags)). Subtracting '0'
+// from the digits borrows nothing; the bytes it garbles are shifted out.
+inline std::uint64_t leading_digits_value(std::uint64_t w, std::uint64_t flags) {
+  return eight_digit_value((w - 0x30 * kOnes) << (71 - std::countr_zero(flags)));
 }
 
 constexpr std::uint64_t kPow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 
 // A JSON integer's digits at p, at most 19 (below 10^19 < 2^64: no overflow), no leading zero.
+// p + 16 + 8 is at most 24 bytes past the number's start: at most the line's '\n' for the number
+// (19 digits) plus the bytes of room the caller guarantees.
 [[gnu::always_inline]] inline bool read_digits(const char*& p, std::uint64_t& out) {
   const std::uint64_t w = load8(p);
-  const unsigned n = leading_digits(w);
-  if (n == 0 || (n > 1 && (w & 0xFF) == '0')) return false;
-  std::uint64_t v = digits_value(w, n);
-  if (n < 8) {
+  const std::uint64_t t = nondigits(w);
+  if (t != 0) [[likely]] {  // fewer than 8 digits: ids, sizes below 100 MB, small times
+    const unsigned n = static_cast<unsigned>(std::countr_zero(t)) / 8;
+    if (n == 0 || (n > 1 && (w & 0xFF) == '0')) return false;
+    out = leading_digits_value(w, t);
     p += n;
-    out = v;
     return true;
   }
-  const std::uint64_t w2 = load8(p + 8);  // p + 8 is at most the line's '\n'
-  const unsigned n2 = leading_digits(w2);
-  if (n2 < 8) {
-    if (n2 != 0) v = v * kPow10[n2] + digits_value(w2, n2);
+  if ((w & 0xFF) == '0') return false;  // a leading zero
+  std::uint64_t v = eight_digit_value(w - 0x30 * kOnes);
+  const std::uint64_t w2 = load8(p + 8);
+  const std::uint64_t t2 = nondigits(w2);
+  if (t2 != 0) {
+    const unsigned n2 = static_cast<unsigned>(std::countr_zero(t2)) / 8;
+    if (n2 != 0) v = v * kPow10[n2] + leading_digits_value(w2, t2);
     p += 8 + n2;
     out = v;
     return true;
   }
-  v = v * 100000000 + digits_value(w2, 8);
+  v = v * 100000000 + eight_digit_value(w2 - 0x30 * kOnes);
   const std::uint64_t w3 = load8(p + 16);
-  const unsigned n3 = leading_digits(w3);
+  const std::uint64_t t3 = nondigits(w3);
+  const unsigned n3 = t3 == 0 ? 8 : static_cast<unsigned>(std::countr_zero(t3)) / 8;
   if (n3 > 3) return false;  // 20 digits or more: left to the other readers
-  if (n3 != 0) v = v * kPow10[n3] + digits_value(w3, n3);
+  if (n3 != 0) v = v * kPow10[n3] + leading_digits_value(w3, t3);
   p += 16 + n3;
   out = v;
   return true;
 }
 
+// A JSON integer in int64_t. Times are never negative in the traces fraglab writes: the '-' is the
+// rare branch.
 [[gnu::always_inline]] inline bool read_i64(const char*& p, std::int64_t& out) {
-  const bool negative = *p == '-';
-  p += negative;
   std::uint64_t m;
-  if (!read_digits(p, m)) return false;
-  if (m > static_cast<std::uint64_t>(INT64_MAX) + (negative ? 1 : 0)) return false;
-  out = negative ? static_cast<std::int64_t>(~m + 1) : static_cast<std::int64_t>(m);
+  if (*p != '-') [[likely]] {
+    if (!read_digits(p, m) || m > static_cast<std::uint64_t>(INT64_MAX)) return false;
+    out = static_cast<std::int64_t>(m);
+    return true;
+  }
+  ++p;
+  if (!read_digits(p, m) || m > static_cast<std::uint64_t>(INT64_MAX) + 1) return false;
+  out = static_cast<std::int64_t>(~m + 1);
   return true;
 }
 
@@ -179,17 +198,21 @@ constexpr std::uint64_t kPow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10
     f.seen |= F::kId;
     if (!read_digits(p, f.id)) return false;
   }
-  if (match(p, R"(,"size":)")) {
-    f.seen |= F::kSize;
-    if (!read_digits(p, f.size)) return false;
-  }
-  if (match(p, R"(,"stream":)")) {
-    f.seen |= F::kStream;
-    if (!read_digits(p, f.stream)) return false;
-  }
-  if (match(p, R"(,"addr":)")) {
-    f.seen |= F::kAddr;
-    if (!read_digits(p, f.addr)) return false;
+  // Free lines go on with "t", most alloc lines with "tag" after "size": a key's first letter 't'
+  // (p[2], after `,"`) rules out the three keys below, which one byte test decides at once.
+  if (p[2] != 't') {
+    if (match(p, R"(,"size":)")) {
+      f.seen |= F::kSize;
+      if (!read_digits(p, f.size)) return false;
+    }
+    if (match(p, R"(,"stream":)")) {
+      f.seen |= F::kStream;
+      if (!read_digits(p, f.stream)) return false;
+    }
+    if (match(p, R"(,"addr":)")) {
+      f.seen |= F::kAddr;
+      if (!read_digits(p, f.addr)) return false;
+    }
   }
   if (match(p, R"(,"tag":")")) {
     f.seen |= F::kTag;

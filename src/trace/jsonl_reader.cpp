@@ -17,13 +17,16 @@
 // first finding the line's end. Any line it declines — whitespace, escapes, floats, nesting, or
 // an error — goes to one reused simdjson On-Demand parser, straight from the caller's buffer
 // (only a line within SIMDJSON_PADDING bytes of the end is copied, to give simdjson its padding).
-// All three fill the same plain slots, which make_event() then interprets by op. The header is always
+// All three fill the same plain slots, which make_event() then interprets by op (for runs of the
+// writer's own alloc/free* lines, read_canonical_lines() builds the events itself, without the
+// interpretation by op, and leaves any line it might refuse to make_event()). The header is always
 // read by simdjson.
 #include <fmt/format.h>
 #include <simdjson.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -193,17 +196,8 @@ class JsonlReader {
     EventFields f;  // reused: each reader below starts from its own `seen`
     while (pos_ < text_.size()) {
       if (progress_ && (line_no_ & kProgressLines) == 0) progress_(offset_ + pos_, total_);
-      // Fastest path: the writer's own line shape (jsonl_canonical_line.hpp), read 8 bytes at a
-      // time without finding the line's end first; it needs kCanonicalRoom readable bytes, so the
-      // last few lines of a window or text take the next path.
-      const char* newline;
-      if (text_.size() - pos_ >= detail::kCanonicalRoom &&
-          detail::scan_canonical_line(text_.data() + pos_, f, newline)) {
-        ++line_no_;
-        pos_ = static_cast<std::size_t>(newline + 1 - text_.data());
-        make_canonical_event(f, out.emplace_back());
-        continue;
-      }
+      // Fastest path: a run of lines in the writer's own shape (jsonl_canonical_line.hpp).
+      if (read_canonical_lines(out)) continue;
       // Fast path: the strict scanner reads the line in place and finds its end itself, so a
       // well-formed line is touched once.
       f = EventFields{};
@@ -640,38 +634,66 @@ class JsonlReader {
     if (summary_) add_to_summary(e);
   }
 
-  // make_event() for a line scan_canonical_line() accepted (an alloc or free* with only the keys
-  // id, size, stream, addr, tag, t, device, stack), inlined into the read loop: a well-formed
-  // event is built without the general interpretation by op. Any line that might be refused
-  // (a missing id or size, a size of 0 or >= 2^60, a device >= 2^32, a stack out of range) goes
-  // to make_event(), so every message still comes from one place. Same Event, same order of
-  // checks: tests/trace/jsonl_canonical_test.cpp reads traces and refused lines both ways.
-  [[gnu::always_inline]] void make_canonical_event(const EventFields& f, Event& e) {
+  // Reads lines in the writer's own shape (scan_canonical_line(), 8 bytes at a time without
+  // finding a line's end first) from pos_, one after another, and builds each event in place:
+  // what make_event() builds, without its general interpretation by op. The reader's position and
+  // line number stay in locals for the run (kept in members, they were loaded and stored again for
+  // every line). A line needs kCanonicalRoom readable bytes, so the last few of a window or text
+  // are left to the other readers, as is the line that reports progress next (the caller reports
+  // it first) and every line this does not build: not in the writer's shape, or one that might be
+  // refused (a missing id or size, a size of 0 or >= 2^60, a device >= 2^32, a stack out of
+  // range). The strict scanner accepts every line scan_canonical_line() accepts and fills the same
+  // slots, so such a line gets the same event, or the same message, from make_event().
+  // tests/trace/jsonl_canonical_test.cpp reads traces and refused lines both ways. True when it
+  // read at least one line.
+  [[gnu::always_inline]] bool read_canonical_lines(std::vector<Event>& out) {
     using F = EventFields;
-    const bool alloc = f.op == Op::Alloc;
-    const std::uint32_t needed = alloc ? (F::kId | F::kSize) : std::uint32_t{F::kId};
-    const std::uint64_t size = f.get(F::kSize, f.size);
-    const std::uint64_t device = f.get(F::kDevice, f.device);
-    const std::uint64_t stack = f.has(F::kStack) ? f.stack : kNoString;
-    // size - 1 wraps for 0: one compare refuses 0 and every size >= 2^60.
-    if ((f.seen & needed) != needed || (alloc && size - 1 >= detail::kImpossibleSize - 1) || device > 0xffffffffull ||
-        (has_stacks_ && stack != kNoString && stack >= trace_.stacks.size())) {
-      make_event(f, e);
-      return;
+    if (text_.size() - pos_ < detail::kCanonicalRoom) return false;
+    const char* const text = text_.data();
+    const char* const last = text + (text_.size() - detail::kCanonicalRoom);  // the last start with room
+    const char* p = text + pos_;
+    const std::size_t first_line = line_no_;
+    std::size_t line_no = first_line;
+    // The caller reports progress before the line after a multiple of 65536 lines: stop there.
+    const std::size_t stop = progress_ ? (line_no | kProgressLines) + 1 : SIZE_MAX;
+    const std::uint64_t stacks = has_stacks_ ? trace_.stacks.size() : 0;
+    EventFields f;
+    const char* newline;
+    for (;;) {
+      // The slots a line may leave unset hold what make_event() takes for them (EventFields::get),
+      // so the event is built from them without testing `seen` for each.
+      f.id = f.size = f.stream = f.addr = f.device = 0;
+      f.time = 0;
+      f.stack = kNoString;
+      if (p > last || line_no >= stop || !detail::scan_canonical_line(p, f, newline)) break;
+      const bool alloc = f.op == Op::Alloc;
+      const std::uint32_t needed = alloc ? (F::kId | F::kSize) : std::uint32_t{F::kId};
+      // size - 1 wraps for 0: one compare refuses 0 and every size >= 2^60.
+      if ((f.seen & needed) != needed || (alloc && f.size - 1 >= detail::kImpossibleSize - 1) ||
+          f.device > 0xffffffffull || (has_stacks_ && f.stack != kNoString && f.stack >= stacks))
+        break;
+      out.push_back(Event{.op = f.op,
+                          .has_addr = f.has(F::kAddr),
+                          .has_time = f.has(F::kTime),
+                          .device = static_cast<std::uint32_t>(f.device),
+                          .tag = f.has(F::kTag) ? interner_.intern_readable8(f.tag) : kNoString,
+                          .id = f.id,
+                          .size = f.size,
+                          .stream = f.stream,
+                          .addr = f.addr,
+                          .time_us = f.time});
+      ++line_no;
+      p = newline + 1;
+      if (has_stacks_) trace_.event_stacks.push_back(static_cast<std::uint32_t>(f.stack));
+      if (const char* what = live_.apply(f.op, f.id, f.size)) {
+        line_no_ = line_no;
+        fail_live(out.back(), what);
+      }
+      if (summary_) add_to_summary(out.back());
     }
-    e.op = f.op;
-    e.has_addr = f.has(F::kAddr);
-    e.has_time = f.has(F::kTime);
-    e.device = static_cast<std::uint32_t>(device);
-    if (f.has(F::kTag)) e.tag = interner_.intern_readable8(f.tag);
-    e.id = f.id;
-    e.size = size;
-    e.stream = f.get(F::kStream, f.stream);
-    e.addr = f.get(F::kAddr, f.addr);
-    e.time_us = e.has_time ? f.time : 0;
-    if (has_stacks_) trace_.event_stacks.push_back(static_cast<std::uint32_t>(stack));
-    if (const char* what = live_.apply(e.op, e.id, e.size)) fail_live(e, what);
-    if (summary_) add_to_summary(e);
+    pos_ = static_cast<std::size_t>(p - text);
+    line_no_ = line_no;
+    return line_no != first_line;
   }
 
   [[noreturn, gnu::noinline]] void fail_live(const Event& e, const char* what) const {
