@@ -33,6 +33,10 @@
 #include <string>
 #include <unordered_map>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/json_text.hpp"
@@ -138,6 +142,23 @@ class Interner {
   std::array<std::uint32_t, 61> recent_;  // indices into strings_, kNoString = empty
 };
 
+// Asks the kernel to back [data, data + bytes) with transparent huge pages where it is configured
+// to on request ("madvise", the usual default): a large event vector is written once from start to
+// end, and 4 KiB pages cost one page fault each (13,700 for a million events). Only the whole 2 MiB
+// pages inside the range are advised; the memory is the caller's either way, and no result changes.
+void advise_huge_pages(const void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const auto begin = (reinterpret_cast<std::uintptr_t>(data) + kHuge - 1) & ~(kHuge - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(kHuge - 1);
+  if (end > begin)
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // advice only: errors ignored
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
 std::string_view trim_right(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
     s.remove_suffix(1);
@@ -170,6 +191,7 @@ class JsonlReader {
     // At most one event per remaining line: counting them (line_count.hpp) sizes the event
     // vector once instead of regrowing and copying it ~20 times on large traces.
     trace_.events.reserve(detail::count_lines(text_.substr(pos_)));
+    advise_huge_pages(trace_.events.data(), trace_.events.capacity() * sizeof(Event));
     read_events_in_window(trace_.events);
     return std::move(trace_);
   }
