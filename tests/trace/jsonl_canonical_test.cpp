@@ -372,9 +372,9 @@ TEST(JsonlCanonicalLine, EventsBuiltFromCanonicalLinesMatchTheGeneralPathAtEvery
             "error: c.jsonl:4: free id 1: free of an id whose free was already requested (expected free_completed)");
 }
 
-// The event vector is sized once from a count of the remaining lines (16 bytes a step, four a
-// turn, byte-lane counters summed every 255 steps), exact: the capacity is one more than the lines after the
-// header (a final line without '\n' would count as one).
+// The event vector is sized once from a count of the remaining lines (line_count.hpp), exact: the
+// capacity is one more than the lines after the header (a final line without '\n' would count as
+// one).
 TEST(JsonlCanonicalLine, EventVectorIsSizedFromAnExactLineCount) {
   for (const std::size_t lines : {0, 1, 2, 15, 16, 17, 63, 64, 65, 66, 67, 300, 4079, 4080, 4081, 9000}) {
     std::string events = "{\"fraglab_trace\":1}\n", blanks = events;
@@ -387,6 +387,39 @@ TEST(JsonlCanonicalLine, EventVectorIsSizedFromAnExactLineCount) {
     EXPECT_EQ(t.events.capacity(), lines + 1) << lines;
     EXPECT_EQ(parse_jsonl(blanks, "blank.jsonl").events.capacity(), lines + 1) << lines;
   }
+}
+
+// Progress is reported before the line that follows every 65,536th line (the header included),
+// with that line's offset, and once at the end: runs of canonical lines stop for it like any
+// other reader. The expected calls are worked out from the text's own line starts.
+TEST(JsonlCanonicalLine, ProgressComesBeforeTheLineAfterEvery65536Lines) {
+  std::string text = "{\"fraglab_trace\":1}\n";
+  for (int i = 1; i <= 200'000; ++i) {
+    // Mostly canonical lines; every 997th has a space (simdjson), every 1009th is a mark (the
+    // strict scanner), so the runs break at many places, some just before a report.
+    const std::string id = std::to_string(i);
+    if (i % 997 == 0) {
+      text += "{\"op\": \"alloc\",\"id\":" + id + ",\"size\":512}\n";
+    } else if (i % 1009 == 0) {
+      text += "{\"op\":\"mark\",\"label\":\"step\",\"value\":" + id + "}\n";
+    } else {
+      text +=
+          "{\"op\":\"alloc\",\"id\":" + id + ",\"size\":" + std::to_string(512 * (i % 7 + 1)) + ",\"t\":" + id + "}\n";
+    }
+  }
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> expected;
+  std::size_t lines_read = 1;  // the header
+  for (std::size_t pos = text.find('\n') + 1; pos < text.size(); pos = text.find('\n', pos) + 1) {
+    if (lines_read % 65536 == 0) expected.emplace_back(pos, text.size());
+    ++lines_read;
+  }
+  expected.emplace_back(text.size(), text.size());
+  ASSERT_EQ(expected.size(), 4u);  // after lines 65,536, 131,072 and 196,608, and at the end
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  const Trace t =
+      parse_jsonl(text, "p.jsonl", [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); });
+  EXPECT_EQ(t.events.size(), 200'000u);
+  EXPECT_EQ(calls, expected);
 }
 
 }  // namespace
