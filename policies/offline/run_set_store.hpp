@@ -50,38 +50,35 @@ struct RunSet {
 // and overlaps neither input. Returns the number of runs written.
 inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, OffsetRun* out) {
   const OffsetRun* i = a.data();
-  const OffsetRun* const i_end = i + a.size();
+  const OffsetRun* i_end = i + a.size();
   const OffsetRun* j = b.data();
   const OffsetRun* const j_end = j + b.size();
   if (i == i_end) return static_cast<std::size_t>(std::copy(j, j_end, out) - out);
   if (j == j_end) return static_cast<std::size_t>(std::copy(i, i_end, out) - out);
+  // The runs of both sets in order of begin; `run` is the output run in progress: a next run that
+  // begins at or below its end touches or overlaps it and joins it, one that begins above it
+  // starts the next output run (a set's own runs never touch each other, but a run of the other
+  // set can bridge them). Once a set runs out, the rest of the other is placed the same way.
   OffsetRun* o = out;
-  // An output run starts at the lower of the two next runs and takes in every next run, from
-  // either set, that touches or overlaps it (a set's own runs never touch each other, but a run
-  // of the other set can bridge them); when neither does, it is done. Once a set runs out, the
-  // rest of the other starts past the last output run: copied as is.
-  while (i != i_end && j != j_end) {
-    OffsetRun run;
-    if (i->begin <= j->begin) {
-      run = *i++;
+  OffsetRun run = i->begin <= j->begin ? *i++ : *j++;
+  const auto take = [&](const OffsetRun& next) {
+    if (next.begin > run.end) {
+      *o++ = run;
+      run = next;
     } else {
-      run = *j++;
+      run.end = std::max(run.end, next.end);
     }
-    for (;;) {
-      if (i != i_end && i->begin <= run.end) {
-        run.end = std::max(run.end, i->end);
-        ++i;
-      } else if (j != j_end && j->begin <= run.end) {
-        run.end = std::max(run.end, j->end);
-        ++j;
-      } else {
-        break;
-      }
-    }
-    *o++ = run;
+  };
+  while (i != i_end && j != j_end) take(i->begin <= j->begin ? *i++ : *j++);
+  // The rest of the set left (at most one is): the runs that touch `run` join it, the others
+  // begin past it and are copied as they are.
+  if (i == i_end) {
+    i = j;
+    i_end = j_end;
   }
+  for (; i != i_end && i->begin <= run.end; ++i) run.end = std::max(run.end, i->end);
+  *o++ = run;
   o = std::copy(i, i_end, o);
-  o = std::copy(j, j_end, o);
   return static_cast<std::size_t>(o - out);
 }
 
@@ -93,12 +90,16 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
 class BestGap {
  public:
   explicit BestGap(Bytes size) : size_(size) {}
-  void consider(Bytes gap_begin, Bytes gap) {
+  // True when the gap is an exact fit: no later gap can be smaller, and an equal one lies higher,
+  // so the choice is made and the scan can stop.
+  bool consider(Bytes gap_begin, Bytes gap) {
     if (gap >= size_ && gap < best_gap_) {
       best_gap_ = gap;
       best_offset_ = gap_begin;
       found_ = true;
+      return gap == size_;
     }
+    return false;
   }
   Bytes offset(Bytes top) const { return found_ ? best_offset_ : top; }
 
@@ -113,7 +114,7 @@ inline Bytes best_fit_in(std::span<const OffsetRun> taken, Bytes size) {
   BestGap best(size);
   Bytes gap_begin = 0;
   for (const OffsetRun& run : taken) {
-    best.consider(gap_begin, run.begin - gap_begin);
+    if (best.consider(gap_begin, run.begin - gap_begin)) return gap_begin;
     gap_begin = run.end;
   }
   return best.offset(gap_begin);
@@ -130,17 +131,25 @@ inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const Off
   const OffsetRun* const j_end = j + b.size();
   BestGap best(size);
   Bytes top = 0;
+  // True when an exact fit is found (at `top`, the gap's begin, left unchanged).
   const auto take = [&](const OffsetRun& run) {
     if (run.begin > top) {
-      best.consider(top, run.begin - top);
+      if (best.consider(top, run.begin - top)) return true;
       top = run.end;
     } else {
       top = std::max(top, run.end);
     }
+    return false;
   };
-  while (i != i_end && j != j_end) take(i->begin <= j->begin ? *i++ : *j++);
-  for (; i != i_end; ++i) take(*i);
-  for (; j != j_end; ++j) take(*j);
+  while (i != i_end && j != j_end) {
+    if (take(i->begin <= j->begin ? *i++ : *j++)) return top;
+  }
+  for (; i != i_end; ++i) {
+    if (take(*i)) return top;
+  }
+  for (; j != j_end; ++j) {
+    if (take(*j)) return top;
+  }
   return best.offset(top);
 }
 

@@ -188,8 +188,12 @@ TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
   }
 }
 
-// The gaps of a ∪ b scanned without writing the union pick what a scan of the union picks.
-TEST(OfflinePlanEquality, BestFitInUnionIsBestFitInTheMergedSet) {
+// merge_union is the union of two sets, and the gaps of a ∪ b scanned without writing the union
+// (best_fit_in_union) or in the union (best_fit_in) pick what the definition picks: the lowest of
+// the smallest gaps that hold the size, else the top. Both are checked against a brute force over
+// the runs of both sets (sorted, touching runs joined); the sizes include exact fits of gaps that
+// occur more than once, and tails where one set runs out while the other still bridges or touches.
+TEST(OfflinePlanEquality, MergeAndBestFitInUnionMatchABruteForce) {
   for (std::uint64_t seed = 1; seed <= 500; ++seed) {
     Rng rng(seed);
     const auto random_set = [&] {
@@ -204,11 +208,38 @@ TEST(OfflinePlanEquality, BestFitInUnionIsBestFitInTheMergedSet) {
     };
     const std::vector<offline::OffsetRun> a = random_set();
     const std::vector<offline::OffsetRun> b = random_set();
+    std::vector<std::pair<Bytes, Bytes>> runs;
+    for (const offline::OffsetRun& r : a) runs.emplace_back(r.begin, r.end);
+    for (const offline::OffsetRun& r : b) runs.emplace_back(r.begin, r.end);
+    std::sort(runs.begin(), runs.end());
+    std::vector<std::pair<Bytes, Bytes>> expected;
+    for (const auto& [begin, end] : runs) {
+      if (!expected.empty() && begin <= expected.back().second) {
+        expected.back().second = std::max(expected.back().second, end);
+      } else {
+        expected.emplace_back(begin, end);
+      }
+    }
     std::vector<offline::OffsetRun> merged(a.size() + b.size());
     merged.resize(offline::merge_union(a, b, merged.data()));
+    std::vector<std::pair<Bytes, Bytes>> got;
+    for (const offline::OffsetRun& r : merged) got.emplace_back(r.begin, r.end);
+    ASSERT_EQ(got, expected) << "seed " << seed;
     for (Bytes size = 8; size <= 48; size += 8) {
-      ASSERT_EQ(offline::best_fit_in_union(a, b, size), offline::best_fit_in(merged, size))
-          << "seed " << seed << ", size " << size;
+      // The definition: every gap below the top run, the smallest that holds `size`, lowest first.
+      Bytes want = expected.empty() ? 0 : expected.back().second;
+      Bytes best_gap = ~Bytes{0};
+      Bytes gap_begin = 0;
+      for (const auto& [begin, end] : expected) {
+        const Bytes gap = begin - gap_begin;
+        if (gap >= size && gap < best_gap) {
+          best_gap = gap;
+          want = gap_begin;
+        }
+        gap_begin = end;
+      }
+      ASSERT_EQ(offline::best_fit_in_union(a, b, size), want) << "seed " << seed << ", size " << size;
+      ASSERT_EQ(offline::best_fit_in(merged, size), want) << "seed " << seed << ", size " << size;
     }
   }
 }
