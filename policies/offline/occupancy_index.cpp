@@ -181,7 +181,7 @@ Bytes OccupancyIndex::best_fit(std::uint32_t first, std::uint32_t last, Bytes si
   if (!queries_.empty() && keeps_[queries_done_ - 1]) return best_fit_in(unite_and_keep(), size);
   if (parts_.size() <= 1)
     return best_fit_in(parts_.empty() ? std::span<const OffsetRun>{} : sets_.runs(parts_[0]), size);
-  const RunSet largest = sort_parts_by_size();
+  const RunSet largest = largest_part_last();
   parts_.pop_back();
   return best_fit_in_union(merge_parts(), sets_.runs(largest), size);
 }
@@ -264,27 +264,27 @@ void OccupancyIndex::rebuild_cover(NodeId v) {
 std::span<const OffsetRun> OccupancyIndex::unite_parts() {
   if (parts_.empty()) return {};
   if (parts_.size() == 1) return sets_.runs(parts_[0]);
-  sort_parts_by_size();
+  largest_part_last();
   return merge_parts();
 }
 
-RunSet OccupancyIndex::sort_parts_by_size() {
-  // Smallest first, so that a large set (a cover of long-lived buffers) is copied once, at the
+RunSet OccupancyIndex::largest_part_last() {
+  // The largest last, so that a large set (a cover of long-lived buffers) is merged once, at the
   // end, and not once per smaller set after it; the union is the same in any order (a sorted set
-  // of disjoint, non-touching runs is unique). An insertion sort: a query has a handful of parts.
+  // of disjoint, non-touching runs is unique). Only the largest is moved: a full sort of the
+  // parts by size cost more than it saved in the merges (on lm2.7b -1.4 % of the plan's
+  // instructions without it; the 75-step GPT2-XL trace -2.6 %).
+  std::size_t largest = 0;
   for (std::size_t k = 1; k < parts_.size(); ++k) {
-    const RunSet part = parts_[k];
-    std::size_t at = k;
-    for (; at > 0 && parts_[at - 1].size > part.size; --at) parts_[at] = parts_[at - 1];
-    parts_[at] = part;
+    if (parts_[k].size >= parts_[largest].size) largest = k;
   }
+  std::swap(parts_[largest], parts_[parts_.size() - 1]);
   return parts_.back();
 }
 
 std::span<const OffsetRun> OccupancyIndex::merge_parts() {
   if (parts_.size() == 1) return sets_.runs(parts_[0]);
-  std::size_t total = 0;
-  for (const RunSet& part : parts_) total += part.size;
+  const std::size_t total = parts_.runs();
   for (std::vector<OffsetRun>& buffer : scratch_) {
     if (buffer.size() < total) buffer.resize(2 * total);  // only ever grows: no filling per query
   }
