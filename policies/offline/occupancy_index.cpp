@@ -134,17 +134,22 @@ void OccupancyIndex::store_pending() {
 }
 
 void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
-  // Own: the canonical nodes, the bottom-up decomposition of [first, last) (a leaf's set is its
-  // own and begin set in one).
+  // Own: the canonical nodes, the bottom-up decomposition of [first, last). Only its first step
+  // can meet leaves (a leaf's set is its own and begin set in one), so it is taken apart.
+  const auto store_leaf = [&](NodeId v) {
+    if (read_later(nodes_[v].begins_read_until)) sets_.add_run(nodes_[v].own, taken);
+  };
   const auto store_own = [&](NodeId v) {
     NodeSets& node = nodes_[v];
-    if (v >= leaves_) {
-      if (read_later(node.begins_read_until)) sets_.add_run(node.own, taken);
-    } else if (read_later(node.own_read_until) && sets_.add_run(node.own, taken) && v < cover_ages_.size()) {
+    if (read_later(node.own_read_until) && sets_.add_run(node.own, taken) && v < cover_ages_.size()) {
       cover_ages_[v].own_changed_at = inserts_;
     }
   };
-  for (NodeId lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
+  NodeId lo = leaves_ + first;
+  NodeId hi = leaves_ + last;
+  if (lo & 1) store_leaf(lo++);
+  if (hi & 1) store_leaf(--hi);
+  for (lo >>= 1, hi >>= 1; lo < hi; lo >>= 1, hi >>= 1) {
     if (lo & 1) store_own(lo++);
     if (hi & 1) store_own(--hi);
   }
