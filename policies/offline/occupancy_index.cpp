@@ -163,8 +163,8 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
 }
 
 void OccupancyIndex::add_to_begins(NodeId leaf, OffsetRun run) {
-  for (std::uint32_t height = 1; height <= height_; ++height) {
-    NodeSets& node = nodes_[leaf >> height];
+  for (NodeId v = leaf >> 1; v != 0; v >>= 1) {  // (the ancestors, up to the root)
+    NodeSets& node = nodes_[v];
     // A set read later has had every insert so far, so when it holds the run already, so do those
     // above it (a parent's begin set holds its children's) that are read later.
     if (read_later(node.begins_read_until) && !sets_.add_run(node.begins, run)) return;
@@ -209,9 +209,15 @@ bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last) {
   // Begin: the first leaf's set, then the canonical nodes of (first, last).
   const NodeId first_leaf = leaves_ + first;
   add_part(nodes_[first_leaf].own);
-  for (NodeId lo = first_leaf + 1, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
-    if (lo & 1) add_part(begins(lo++));
-    if (hi & 1) add_part(begins(--hi));
+  NodeId lo = first_leaf + 1;
+  NodeId hi = leaves_ + last;
+  if (lo < hi) {  // (the first step, at the leaves: a leaf's begin set is its own set)
+    if (lo & 1) add_part(nodes_[lo++].own);
+    if (hi & 1) add_part(nodes_[--hi].own);
+    for (lo >>= 1, hi >>= 1; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) add_part(nodes_[lo++].begins);
+      if (hi & 1) add_part(nodes_[--hi].begins);
+    }
   }
   // Own: the first leaf's ancestors, through the deepest cover, then the uncached ones below it.
   std::uint32_t changed = 0;
@@ -231,7 +237,8 @@ std::span<const OffsetRun> OccupancyIndex::unite_and_keep() {
 }
 
 void OccupancyIndex::add_uncached_own(NodeId leaf, std::uint32_t low, std::uint32_t high) {
-  for (std::uint32_t height = low; height < std::min(high, lowest_cached_height_); ++height) {
+  const std::uint32_t below = std::min(high, lowest_cached_height_);
+  for (std::uint32_t height = low; height < below; ++height) {
     add_part(nodes_[leaf >> height].own);
   }
 }
@@ -240,7 +247,9 @@ OccupancyIndex::NodeId OccupancyIndex::refresh_covers(NodeId leaf, std::uint32_t
                                                       std::uint32_t& changed) {
   NodeId v = 0;
   std::uint32_t latest = changed;  // (a local stays in a register; the reference is reloaded after calls)
-  for (std::uint32_t height = high; height > std::max(low, lowest_cached_height_);) {
+  // (The bound in a local too: a member is reloaded after every call to rebuild_cover.)
+  const std::uint32_t lowest = std::max(low, lowest_cached_height_);
+  for (std::uint32_t height = high; height > lowest;) {
     v = leaf >> --height;
     const CoverAge age = cover_ages_[v];
     latest = std::max(latest, age.own_changed_at);
