@@ -134,18 +134,27 @@ void OccupancyIndex::store_pending() {
 }
 
 void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
+  // What the walks read of the members, in locals: a member is reloaded after every set insert
+  // (which writes memory). The node arrays never change size after the constructor.
+  NodeSets* const nodes = nodes_.data();
+  CoverAge* const ages = cover_ages_.data();
+  const std::size_t cached = cover_ages_.size();
+  const std::uint32_t done = queries_done_;
+  const std::uint32_t inserts = inserts_;
+  const auto later = [done](std::uint32_t read_until) { return read_until > done; };  // read_later()
   // Own: the canonical nodes, the bottom-up decomposition of [first, last). Only its first step
   // can meet leaves (a leaf's set is its own and begin set in one), so it is taken apart.
   const auto store_leaf = [&](NodeId v) {
-    if (read_later(nodes_[v].begins_read_until)) sets_.add_run(nodes_[v].own, taken);
+    if (later(nodes[v].begins_read_until)) sets_.add_run(nodes[v].own, taken);
   };
   const auto store_own = [&](NodeId v) {
-    NodeSets& node = nodes_[v];
-    if (read_later(node.own_read_until) && sets_.add_run(node.own, taken) && v < cover_ages_.size()) {
-      cover_ages_[v].own_changed_at = inserts_;
+    NodeSets& node = nodes[v];
+    if (later(node.own_read_until) && sets_.add_run(node.own, taken) && v < cached) {
+      ages[v].own_changed_at = inserts;
     }
   };
-  NodeId lo = leaves_ + first;
+  const NodeId first_leaf = leaves_ + first;
+  NodeId lo = first_leaf;
   NodeId hi = leaves_ + last;
   if (lo & 1) store_leaf(lo++);
   if (hi & 1) store_leaf(--hi);
@@ -154,20 +163,14 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
     if (hi & 1) store_own(--hi);
   }
   // Begin: the first leaf (unless it was a canonical node above) and the begin sets of its
-  // ancestors, bottom up.
-  const NodeId first_leaf = leaves_ + first;
-  if ((first & 1) == 0 && last != first + 1 && read_later(nodes_[first_leaf].begins_read_until)) {
-    sets_.add_run(nodes_[first_leaf].own, taken);
+  // ancestors, bottom up, up to the first that held the run: a set read later has had every
+  // insert so far, so when it holds the run already, so do those above it (a parent's begin set
+  // holds its children's) that are read later.
+  if ((first & 1) == 0 && last != first + 1 && later(nodes[first_leaf].begins_read_until)) {
+    sets_.add_run(nodes[first_leaf].own, taken);
   }
-  add_to_begins(first_leaf, taken);
-}
-
-void OccupancyIndex::add_to_begins(NodeId leaf, OffsetRun run) {
-  for (NodeId v = leaf >> 1; v != 0; v >>= 1) {  // (the ancestors, up to the root)
-    NodeSets& node = nodes_[v];
-    // A set read later has had every insert so far, so when it holds the run already, so do those
-    // above it (a parent's begin set holds its children's) that are read later.
-    if (read_later(node.begins_read_until) && !sets_.add_run(node.begins, run)) return;
+  for (NodeId v = first_leaf >> 1; v != 0; v >>= 1) {  // (the ancestors, up to the root)
+    if (later(nodes[v].begins_read_until) && !sets_.add_run(nodes[v].begins, taken)) return;
   }
 }
 

@@ -107,8 +107,6 @@ class OccupancyIndex {
   bool read_later(std::uint32_t read_until) const { return read_until > queries_done_; }
   // Notes the nodes the known queries read (the constructor's pass over them).
   void note_reads(std::span<const SlotRange> queries);
-  // Adds `run` to the begin sets of leaf's ancestors, bottom up, up to the first that held it.
-  void add_to_begins(NodeId leaf, OffsetRun run);
 
   void add_part(const RunSet& set) {
     if (!set.empty()) parts_.push_back(set);
