@@ -52,13 +52,13 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
   const OffsetRun* i = a.data();
   const OffsetRun* i_end = i + a.size();
   const OffsetRun* j = b.data();
-  const OffsetRun* const j_end = j + b.size();
+  const OffsetRun* j_end = j + b.size();
   if (i == i_end) return static_cast<std::size_t>(std::copy(j, j_end, out) - out);
   if (j == j_end) return static_cast<std::size_t>(std::copy(i, i_end, out) - out);
   // The runs of both sets in order of begin; `run` is the output run in progress: a next run that
   // begins at or below its end touches or overlaps it and joins it, one that begins above it
   // starts the next output run (a set's own runs never touch each other, but a run of the other
-  // set can bridge them). Once a set runs out, the rest of the other is placed the same way.
+  // set can bridge them).
   OffsetRun* o = out;
   OffsetRun run = i->begin <= j->begin ? *i++ : *j++;
   const auto take = [&](const OffsetRun& next) {
@@ -69,16 +69,20 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
       run.end = std::max(run.end, next.end);
     }
   };
-  while (i != i_end && j != j_end) take(i->begin <= j->begin ? *i++ : *j++);
-  // The rest of the set left (at most one is): the runs that touch `run` join it, the others
-  // begin past it and are copied as they are.
-  if (i == i_end) {
-    i = j;
-    i_end = j_end;
+  // Runs of equal begin may come in either order (the second joins the first), so the set whose
+  // last run begins first can be `i`: it runs out first (`j` keeps its last run, which begins at
+  // or after every run of `i`: taken only once `i` is done), and the loop need not watch `j`.
+  // (The first run taken above was the lowest of both sets, so a set it emptied is that one.)
+  if (i_end[-1].begin > j_end[-1].begin) {
+    std::swap(i, j);
+    std::swap(i_end, j_end);
   }
-  for (; i != i_end && i->begin <= run.end; ++i) run.end = std::max(run.end, i->end);
+  while (i != i_end) take(i->begin <= j->begin ? *i++ : *j++);
+  // The rest of the other set: the runs that touch `run` join it, the others begin past it and
+  // are copied as they are.
+  for (; j != j_end && j->begin <= run.end; ++j) run.end = std::max(run.end, j->end);
   *o++ = run;
-  o = std::copy(i, i_end, o);
+  o = std::copy(j, j_end, o);
   return static_cast<std::size_t>(o - out);
 }
 
