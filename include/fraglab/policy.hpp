@@ -144,17 +144,15 @@ class Policy {
   // allocate(), the block written into `out` (the caller's own slot) instead of returned: false =
   // out of memory, `out` then unchanged. The Replayer calls this one, at every alloc event; a
   // policy whose allocator can write the block in place overrides it (pytorch) to save the copy
-  // through the optional. It must decide exactly as allocate() does.
-  virtual bool allocate_into(Bytes size, StreamId stream, Block& out) {
-    std::optional<Block> block = allocate(size, stream);
-    if (!block) return false;
-    out = *block;
-    return true;
-  }
+  // through the optional. It must decide exactly as allocate() does. The default (allocate(), then
+  // the copy) is out of line: inline, the compiler guards every call the Replayer makes with a
+  // speculative test for it. A policy without its own inherits kit::DirectDefaults'.
+  virtual bool allocate_into(Bytes size, StreamId stream, Block& out);
   // The program freed the block; it may still be in use on other streams until free_completed.
   virtual void free_requested(const Block& block) = 0;
   // The block is really free now and may be reused.
   virtual void free_completed(const Block& block) = 0;
+  // Both at once; the default is free_requested(), then free_completed().
   virtual void free(const Block& block) {
     free_requested(block);
     free_completed(block);

@@ -131,6 +131,29 @@ class RetryingPolicy : public Policy {
   std::string last_oom_;
 };
 
+// ---- direct defaults --------------------------------------------------------------------------
+
+// Policy::allocate_into() and Policy::free() as the base defines them (allocate() then the copy;
+// free_requested() then free_completed()), for a policy that has no version of its own. The base's
+// reach those through the vtable again (and allocate_into is out of line, so the Replayer's call
+// carries no speculative test for it); these call Self's (a final class) directly, so the compiler
+// can inline them. Base is Policy or a class derived from it.
+template <class Self, class Base = Policy>
+class DirectDefaults : public Base {
+ public:
+  bool allocate_into(Bytes size, StreamId stream, Block& out) override {
+    std::optional<Block> block = static_cast<Self&>(*this).allocate(size, stream);
+    if (!block) return false;
+    out = *block;
+    return true;
+  }
+  void free(const Block& block) override {
+    Self& self = static_cast<Self&>(*this);
+    self.free_requested(block);
+    self.free_completed(block);
+  }
+};
+
 // ---- audit ------------------------------------------------------------------------------------
 
 // Collects the broken invariants of one Policy::audit() pass.

@@ -64,7 +64,7 @@ Options parse_options(std::string_view text) {
                                    })};
 }
 
-class BestFitPolicy final : public kit::RetryingPolicy {
+class BestFitPolicy final : public kit::DirectDefaults<BestFitPolicy, kit::RetryingPolicy> {
  public:
   BestFitPolicy(Options options, Device& device)
       : device_(device), options_(options), page_(device.granularity()), mapped_(device) {}

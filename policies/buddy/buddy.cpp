@@ -82,7 +82,7 @@ Options parse_options(std::string_view text) {
   return options;
 }
 
-class BuddyPolicy final : public kit::RetryingPolicy {
+class BuddyPolicy final : public kit::DirectDefaults<BuddyPolicy, kit::RetryingPolicy> {
  public:
   BuddyPolicy(Options options, Device& device)
       : device_(device),
@@ -91,7 +91,8 @@ class BuddyPolicy final : public kit::RetryingPolicy {
         top_size_(options.min_block << options.max_order),
         free_by_order_(options.max_order + 1) {}
 
-  std::optional<Block> allocate(Bytes size, StreamId stream) override {
+  // Inlined into allocate_into (kit::DirectDefaults), the call the Replayer makes at every alloc.
+  [[gnu::always_inline]] std::optional<Block> allocate(Bytes size, StreamId stream) override {
     // The cache flush: return every wholly free top-level block, then one more try.
     std::optional<Block> block = with_flush_and_retry<Block>(
         [&] { return try_allocate(size, stream); },

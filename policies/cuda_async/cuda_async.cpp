@@ -85,14 +85,15 @@ Options parse_options(std::string_view text) {
   };
 }
 
-class CudaAsyncPolicy final : public kit::RetryingPolicy {
+class CudaAsyncPolicy final : public kit::DirectDefaults<CudaAsyncPolicy, kit::RetryingPolicy> {
  public:
   CudaAsyncPolicy(Options options, Device& device)
       : device_(device), options_(options), page_(device.granularity()), pages_(device) {
     device.set_vmm_calls_inside_pool_calls();  // charged as cudaMallocAsync / cudaMemPoolTrimTo
   }
 
-  std::optional<Block> allocate(Bytes size, StreamId stream) override {
+  // Inlined into allocate_into (kit::DirectDefaults), the call the Replayer makes at every alloc.
+  [[gnu::always_inline]] std::optional<Block> allocate(Bytes size, StreamId stream) override {
     // A request beyond any address range (a corrupt size) must not wrap the arithmetic below.
     const Bytes rounded = kit::round_request(size, kRounding);
     const Bytes mapped_before = pages_.mapped_bytes();

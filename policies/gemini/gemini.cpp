@@ -40,6 +40,7 @@
 
 #include "fraglab/planned_requests.hpp"
 #include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 #include "fraglab/seeded_hash.hpp"
 #include "gemini/chunk_search.hpp"
 #include "gemini/chunk_store.hpp"
@@ -59,7 +60,7 @@ std::unique_ptr<Policy> create_inner(const std::string& spec, Device& device) {
   }
 }
 
-class GeminiPolicy final : public Policy {
+class GeminiPolicy final : public kit::DirectDefaults<GeminiPolicy> {
  public:
   GeminiPolicy(Options options, Device& device)
       : device_(device), options_(std::move(options)), inner_(create_inner(options_.inner, device)) {}

@@ -31,7 +31,7 @@ gmlake::Options parse_options(std::string_view text) {
   };
 }
 
-class GmlakePolicy final : public Policy {
+class GmlakePolicy final : public kit::DirectDefaults<GmlakePolicy> {
  public:
   GmlakePolicy(gmlake::Options options, Device& device)
       : allocator_(options, device), self_check_(options.self_check) {}

@@ -7,11 +7,12 @@
 #include <fmt/format.h>
 
 #include "fraglab/policy.hpp"
+#include "fraglab/policy_kit.hpp"
 
 namespace fraglab {
 namespace {
 
-class NoCachePolicy final : public Policy {
+class NoCachePolicy final : public kit::DirectDefaults<NoCachePolicy> {
  public:
   explicit NoCachePolicy(Device& device) : device_(device) {}
 

@@ -46,12 +46,13 @@ Options parse_options(std::string_view text) {
   };
 }
 
-class TlsfPolicy final : public kit::RetryingPolicy {
+class TlsfPolicy final : public kit::DirectDefaults<TlsfPolicy, kit::RetryingPolicy> {
  public:
   TlsfPolicy(Options options, Device& device)
       : device_(device), pool_bytes_(options.pool_bytes), heap_(options.sl_bits) {}
 
-  std::optional<Block> allocate(Bytes size, StreamId stream) override {
+  // Inlined into allocate_into (kit::DirectDefaults), the call the Replayer makes at every alloc.
+  [[gnu::always_inline]] std::optional<Block> allocate(Bytes size, StreamId stream) override {
     const Bytes rounded = kit::round_request(size, kAlignment);
     const auto attempt = [&]() -> std::optional<TlsfHeap::Index> {
       const TlsfHeap::Index index = try_allocate(rounded);

@@ -1,4 +1,5 @@
-// The policy registry, spec-string parsing ("NAME[:OPTIONS]") and the default adopt().
+// The policy registry, spec-string parsing ("NAME[:OPTIONS]") and Policy's out-of-line defaults
+// (adopt, allocate_into).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -117,6 +118,13 @@ std::vector<OptionItem> split_options(std::string_view options, std::string_view
     pos = end + 1;
   }
   return items;
+}
+
+bool Policy::allocate_into(Bytes size, StreamId stream, Block& out) {
+  std::optional<Block> block = allocate(size, stream);
+  if (!block) return false;
+  out = *block;
+  return true;
 }
 
 std::vector<std::optional<Block>> Policy::adopt(const InitialState& initial) { return allocate_initial(initial); }
