@@ -152,11 +152,9 @@ class Policy {
   virtual void free_requested(const Block& block) = 0;
   // The block is really free now and may be reused.
   virtual void free_completed(const Block& block) = 0;
-  // Both at once; the default is free_requested(), then free_completed().
-  virtual void free(const Block& block) {
-    free_requested(block);
-    free_completed(block);
-  }
+  // Both at once; the default is free_requested(), then free_completed(). Out of line for the same
+  // reason as allocate_into's default.
+  virtual void free(const Block& block);
   virtual void empty_cache() {}
   // A `mark` event of the trace (step / phase boundary). Policies that model synchronisation
   // points (cuda_async) use it; the default ignores it.

@@ -135,8 +135,8 @@ class RetryingPolicy : public Policy {
 
 // Policy::allocate_into() and Policy::free() as the base defines them (allocate() then the copy;
 // free_requested() then free_completed()), for a policy that has no version of its own. The base's
-// reach those through the vtable again (and allocate_into is out of line, so the Replayer's call
-// carries no speculative test for it); these call Self's (a final class) directly, so the compiler
+// reach those through the vtable again (and both are out of line, so the Replayer's call
+// carries no speculative test for them); these call Self's (a final class) directly, so the compiler
 // can inline them. Base is Policy or a class derived from it.
 template <class Self, class Base = Policy>
 class DirectDefaults : public Base {

@@ -57,7 +57,7 @@ OfflineOptions parse_options(std::string_view text) {
                                         })};
 }
 
-class OfflinePolicy final : public kit::RetryingPolicy {
+class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::RetryingPolicy> {
  public:
   OfflinePolicy(OfflineOptions options, Device& device) : options_(options), device_(device) {}
 

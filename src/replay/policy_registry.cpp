@@ -1,5 +1,5 @@
 // The policy registry, spec-string parsing ("NAME[:OPTIONS]") and Policy's out-of-line defaults
-// (adopt, allocate_into).
+// (adopt, allocate_into, free).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -125,6 +125,11 @@ bool Policy::allocate_into(Bytes size, StreamId stream, Block& out) {
   if (!block) return false;
   out = *block;
   return true;
+}
+
+void Policy::free(const Block& block) {
+  free_requested(block);
+  free_completed(block);
 }
 
 std::vector<std::optional<Block>> Policy::adopt(const InitialState& initial) { return allocate_initial(initial); }
