@@ -141,7 +141,8 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
   const std::size_t cached = cover_ages_.size();
   const std::uint32_t done = queries_done_;
   const std::uint32_t inserts = inserts_;
-  const auto later = [done](std::uint32_t read_until) { return read_until > done; };  // read_later()
+  // Whether a query to come reads a set that the queries before `read_until` read last.
+  const auto later = [done](std::uint32_t read_until) { return read_until > done; };
   // Own: the canonical nodes, the bottom-up decomposition of [first, last). Only its first step
   // can meet leaves (a leaf's set is its own and begin set in one), so it is taken apart.
   const auto store_leaf = [&](NodeId v) {

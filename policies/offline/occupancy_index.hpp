@@ -103,8 +103,6 @@ class OccupancyIndex {
  private:
   using NodeId = std::uint32_t;
 
-  // Whether a query to come reads a set that the queries before `read_until` read last.
-  bool read_later(std::uint32_t read_until) const { return read_until > queries_done_; }
   // Notes the nodes the known queries read (the constructor's pass over them).
   void note_reads(std::span<const SlotRange> queries);
 
