@@ -198,7 +198,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
     const std::int32_t index = nodes_[whole].segment;
     const Addr base = nodes_[whole].addr;
     const std::int64_t shift = static_cast<std::int64_t>(base - wanted);
-    bp.unmapped.erase({first.stream, base});
+    bp.unmapped.erase(unmapped_key(nodes_[whole]));
     nodes_.destroy(whole);
 
     NodeId prev = kNil;
@@ -214,7 +214,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
       n.mapped = false;
       n.prev = prev;
       if (prev != kNil) nodes_[prev].next = id;
-      bp.unmapped.emplace(std::make_pair(n.stream, addr), id);
+      bp.unmapped.emplace(unmapped_key(n), id);
       prev = id;
     };
     for (std::size_t k = i; k < j; ++k) {

@@ -29,7 +29,7 @@ void CachingAllocator::audit(kit::AuditLog& log) const {
     }
     const BlockPool& pool = pools_[static_cast<int>(n.pool)];
     const bool in_free = pool.blocks.id_of(key_of(n)) == id;
-    const auto unmapped = pool.unmapped.find({n.stream, n.addr});
+    const auto unmapped = pool.unmapped.find(unmapped_key(n));
     const bool in_unmapped = unmapped != pool.unmapped.end() && unmapped->second == id;
     log.require(in_free == (n.reusable() && n.mapped) && in_unmapped == (n.reusable() && !n.mapped),
                 [&] { return where() + ": filed in the wrong set"; });

@@ -8,7 +8,9 @@
 //  - the free set is ordered by (stream, size, address) — PyTorch's BlockComparatorSize — so a
 //    lower_bound on (rounded, 0) in the stream's set is the best fit with ties to the lowest
 //    address (§3.1);
-//  - the unmapped set is ordered by (stream, address) — BlockComparatorAddress (§7.1);
+//  - the unmapped set is ordered by (stream, address) — BlockComparatorAddress (§7.1) — and keyed
+//    by (stream, end address) (unmapped_key): the blocks of a stream are disjoint, so that is the
+//    same order, and mapping pages at the low end of an unmapped block (§7.2) leaves its key as is;
 //  - a node's `gc_base` is its pool's get_free_block clock when it last entered the free set;
 //    its age is clock - gc_base (§3.3).
 // Node storage is an arena of recycled slots, so steady-state replay allocates nothing.
@@ -375,13 +377,15 @@ struct BlockPool {
   explicit BlockPool(PoolKind k) : kind(k) {}
   PoolKind kind;
   FreeBlockSet blocks;  // free mapped blocks
-  // Expandable address space, no pages. Its nodes are reused (PooledMap): with expandable
-  // segments a split, a merge and each map or unmap of pages files or drops an entry, and a heap
+  // Expandable address space, no pages, under unmapped_key(). Its nodes are reused (PooledMap):
+  // with expandable segments a merge and each unmap of pages files or drops an entry, and a heap
   // allocation per entry cost more than the tree operation.
   PooledMap<std::pair<StreamId, Addr>, NodeId> unmapped;
   std::uint64_t get_free_blocks_call_count = 0;  // the GC clock (§3.3)
 };
 
 inline FreeKey key_of(const Node& n) { return FreeKey{n.stream, n.size, n.addr}; }
+// An unmapped block's key in BlockPool::unmapped: (stream, end address), see the invariants above.
+inline std::pair<StreamId, Addr> unmapped_key(const Node& n) { return {n.stream, n.addr + n.size}; }
 
 }  // namespace fraglab::cca

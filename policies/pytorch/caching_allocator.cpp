@@ -380,7 +380,7 @@ Bytes CachingAllocator::try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool
   if (s.mapped) {
     pool.blocks.erase(key_of(s));
   } else {
-    pool.unmapped.erase({s.stream, s.addr});
+    pool.unmapped.erase(unmapped_key(s));
   }
   return absorb_block(dst, src);
 }

@@ -46,7 +46,7 @@ NodeId CachingAllocator::create_expandable_segment(StreamId stream, BlockPool& p
   n.pool = pool.kind;
   n.segment = index;
   n.mapped = false;
-  pool.unmapped.emplace(std::make_pair(stream, n.addr), id);
+  pool.unmapped.emplace(unmapped_key(n), id);
   return id;
 }
 
@@ -80,9 +80,11 @@ bool CachingAllocator::map_block(NodeId id, Bytes size, Bytes wanted) {
   // One cuMemCreate per page of the segment's size (README "Device time").
   if (!device_.map(nodes_[id].addr, mapped, seg.page)) return false;  // a failed map leaves nothing behind
   BlockPool& pool = pool_of(nodes_[id].pool);
-  pool.unmapped.erase({nodes_[id].stream, nodes_[id].addr});
+  const auto filed = pool.unmapped.find(unmapped_key(nodes_[id]));
   nodes_[id].mapped = true;
-  if (mapped < nodes_[id].size) {
+  if (mapped == nodes_[id].size) {
+    pool.unmapped.erase(filed);
+  } else {
     const NodeId rest = nodes_.create();
     Node& n = nodes_[id];
     Node& r = nodes_[rest];
@@ -97,7 +99,7 @@ bool CachingAllocator::map_block(NodeId id, Bytes size, Bytes wanted) {
     if (n.next != kNil) nodes_[n.next].prev = rest;
     n.next = rest;
     n.size = mapped;
-    pool.unmapped.emplace(std::make_pair(r.stream, r.addr), rest);
+    filed->second = rest;  // the unmapped rest ends where the block did: the same key
   }
   try_merge_blocks(id, nodes_[id].prev, pool);
   try_merge_blocks(id, nodes_[id].next, pool);
@@ -183,7 +185,7 @@ void CachingAllocator::unmap_block(NodeId id) {
   nodes_[id].mapped = false;
   try_merge_blocks(id, nodes_[id].prev, pool);
   try_merge_blocks(id, nodes_[id].next, pool);
-  pool.unmapped.emplace(std::make_pair(nodes_[id].stream, nodes_[id].addr), id);
+  pool.unmapped.emplace(unmapped_key(nodes_[id]), id);
   total_ -= usize;
   stats_.reserved_bytes.decrease(pool.kind, usize);
   ++stats_.num_device_free;
@@ -193,7 +195,7 @@ void CachingAllocator::unmap_block(NodeId id) {
 void CachingAllocator::release_expandable_segment(NodeId id) {
   Node& n = nodes_[id];
   ExpandableSegment& seg = expandable_[static_cast<std::size_t>(n.segment)];
-  pool_of(n.pool).unmapped.erase({n.stream, n.addr});
+  pool_of(n.pool).unmapped.erase(unmapped_key(n));
   device_.release_range(seg.base);
   seg.live = false;
   nodes_.destroy(id);
