@@ -82,7 +82,8 @@ bool CachingAllocator::map_block(NodeId id, Bytes size, Bytes wanted) {
   BlockPool& pool = pool_of(nodes_[id].pool);
   const auto filed = pool.unmapped.find(unmapped_key(nodes_[id]));
   nodes_[id].mapped = true;
-  if (mapped == nodes_[id].size) {
+  const bool whole = mapped == nodes_[id].size;
+  if (whole) {
     pool.unmapped.erase(filed);
   } else {
     const NodeId rest = nodes_.create();
@@ -102,7 +103,7 @@ bool CachingAllocator::map_block(NodeId id, Bytes size, Bytes wanted) {
     filed->second = rest;  // the unmapped rest ends where the block did: the same key
   }
   try_merge_blocks(id, nodes_[id].prev, pool);
-  try_merge_blocks(id, nodes_[id].next, pool);
+  if (whole) try_merge_blocks(id, nodes_[id].next, pool);  // else next is the unmapped rest: no merge
   if (nodes_[id].size < wanted) insert_into_blocks(pool, id);
   total_ += mapped;
   stats_.reserved_bytes.increase(pool.kind, mapped);
