@@ -107,20 +107,25 @@ bool CachingAllocator::get_free_block(Request& r) {
 
 // §7.4: counts the unmapped space after a block as part of its size, so a block touching the
 // unmapped tail is passed over for the next larger interior block. Out of line: only expandable
-// segments get here, and the loop kept in malloc cost every request registers.
+// segments get here, and the loop kept in malloc cost every request registers. The block at `it`
+// is expandable with unmapped space after it (get_free_block tested that); each step's counted
+// size is carried to the next instead of computed again.
 StreamBlocks::Pos CachingAllocator::pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const {
-  auto expandable_size = [this](NodeId id) {
-    const Node& n = nodes_[id];
+  auto expandable_size = [this](const Node& n) {
     return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
   };
-  while (nodes_[set.id_at(it)].expandable()) {
-    const Bytes counted = expandable_size(set.id_at(it));
-    // No unmapped space after it: every later block is at least as large (the set's order), so
-    // none counts smaller and the step below would stop; the next block is not looked up.
-    if (counted == set.size_at(it)) break;
+  Bytes counted = expandable_size(nodes_[set.id_at(it)]);
+  for (;;) {
     const StreamBlocks::Pos next = set.next(it);
-    if (set.is_end(next) || !(expandable_size(set.id_at(next)) < counted)) break;
+    if (set.is_end(next)) break;
+    const Node& n = nodes_[set.id_at(next)];
+    const Bytes next_counted = expandable_size(n);
+    if (!(next_counted < counted)) break;
     it = next;
+    // A block not expandable, or without unmapped space after it, ends the walk: every later
+    // block is at least as large (the set's order), so none counts smaller.
+    if (!n.expandable() || next_counted == n.size) break;
+    counted = next_counted;
   }
   return it;
 }
