@@ -380,7 +380,8 @@ struct BlockPool {
   // Expandable address space, no pages, under unmapped_key(). Its nodes are reused (PooledMap):
   // with expandable segments a merge and each unmap of pages files or drops an entry, and a heap
   // allocation per entry cost more than the tree operation.
-  PooledMap<std::pair<StreamId, Addr>, NodeId> unmapped;
+  using UnmappedSet = PooledMap<std::pair<StreamId, Addr>, NodeId>;
+  UnmappedSet unmapped;
   std::uint64_t get_free_blocks_call_count = 0;  // the GC clock (§3.3)
 };
 

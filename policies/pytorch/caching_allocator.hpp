@@ -155,9 +155,9 @@ class CachingAllocator {
   void release_block(NodeId id);
 
   // expandable.cpp
-  NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size);
+  NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size, BlockPool::UnmappedSet::iterator& at);
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
-  bool map_block(NodeId id, Bytes size, Bytes wanted);
+  bool map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Bytes wanted);
   NodeId try_allocate_expandable_block(const Request& r);
   void unmap_block(NodeId id);
   void release_expandable_segment(NodeId id);

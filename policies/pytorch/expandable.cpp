@@ -52,7 +52,10 @@ NodeId CachingAllocator::create_expandable_segment(StreamId stream, BlockPool& p
 
 // §7.2 step 1: the lowest address on this stream from which free-or-unmapped blocks add up to
 // `size` (starting one block early when a free block precedes the unmapped one); else a new range.
-NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool, Bytes size) {
+// `at` is set to the unmapped set's entry of the unmapped block found (the block returned or the
+// one after it), which map_block then needs not look up.
+NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool, Bytes size,
+                                               BlockPool::UnmappedSet::iterator& at) {
   auto allocatable = [this](NodeId b) { return b != kNil && nodes_[b].reusable(); };
   auto has_room = [&](NodeId b) {
     Bytes bytes = 0;
@@ -65,22 +68,27 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
   for (auto it = pool.unmapped.lower_bound({stream, 0}); it != pool.unmapped.end() && it->first.first == stream; ++it) {
     NodeId c = it->second;
     if (allocatable(nodes_[c].prev)) c = nodes_[c].prev;
-    if (has_room(c)) return c;
+    if (has_room(c)) {
+      at = it;
+      return c;
+    }
   }
-  return create_expandable_segment(stream, pool, std::nullopt);
+  const NodeId created = create_expandable_segment(stream, pool, std::nullopt);
+  if (created != kNil) at = pool.unmapped.find(unmapped_key(nodes_[created]));
+  return created;
 }
 
-// §7.2 step 2: map whole pages at the start of unmapped block `id` covering `size` bytes; the
+// §7.2 step 2: map whole pages at the start of unmapped block `id` (its unmapped set entry
+// `filed`) covering `size` bytes; the
 // rest stays unmapped; the mapped part merges with free mapped neighbours. One device call.
 // The merged block is filed as free unless it has `wanted` bytes: then the caller takes it
 // (try_allocate_expandable_block), and filing it only to take it out again would cost a search.
-bool CachingAllocator::map_block(NodeId id, Bytes size, Bytes wanted) {
+bool CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Bytes wanted) {
   const ExpandableSegment& seg = expandable_[static_cast<std::size_t>(nodes_[id].segment)];
   const Bytes mapped = std::min(seg.page * ((size + seg.page - 1) / seg.page), nodes_[id].size);
   // One cuMemCreate per page of the segment's size (README "Device time").
   if (!device_.map(nodes_[id].addr, mapped, seg.page)) return false;  // a failed map leaves nothing behind
   BlockPool& pool = pool_of(nodes_[id].pool);
-  const auto filed = pool.unmapped.find(unmapped_key(nodes_[id]));
   nodes_[id].mapped = true;
   const bool whole = mapped == nodes_[id].size;
   if (whole) {
@@ -115,20 +123,24 @@ bool CachingAllocator::map_block(NodeId id, Bytes size, Bytes wanted) {
 // failure after some pages were mapped leaves them mapped as free blocks (trap §14.8).
 NodeId CachingAllocator::try_allocate_expandable_block(const Request& r) {
   BlockPool& pool = *r.pool;
-  NodeId c = find_expandable_block(r.stream, pool, r.rounded);
+  BlockPool::UnmappedSet::iterator at;  // the unmapped block found: c or the one after it
+  NodeId c = find_expandable_block(r.stream, pool, r.rounded, at);
   if (c == kNil) return kNil;
   // A free mapped block found is filed; one map_block maps is filed only while it is too small
   // (see map_block): the one that is large enough never enters the pool.
   bool filed = nodes_[c].mapped;
   if (!filed) {
-    if (!map_block(c, std::min(nodes_[c].size, r.rounded), r.rounded)) return kNil;
+    if (!map_block(c, at, std::min(nodes_[c].size, r.rounded), r.rounded)) return kNil;
+    at = pool.unmapped.end();  // used: the next unmapped block is looked up
     filed = nodes_[c].size < r.rounded;
   }
   while (nodes_[c].size < r.rounded) {
     // invariant: c is free, mapped and filed, followed by an unmapped block
     const Bytes remaining = r.rounded - nodes_[c].size;
     const NodeId next = nodes_[c].next;
-    if (!map_block(next, std::min(remaining, nodes_[next].size), r.rounded)) return kNil;
+    if (at == pool.unmapped.end()) at = pool.unmapped.find(unmapped_key(nodes_[next]));
+    if (!map_block(next, at, std::min(remaining, nodes_[next].size), r.rounded)) return kNil;
+    at = pool.unmapped.end();
     c = next;  // map_block merged the old candidate into `next`
     filed = nodes_[c].size < r.rounded;
   }
