@@ -79,11 +79,13 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
 }
 
 // §7.2 step 2: map whole pages at the start of unmapped block `id` (its unmapped set entry
-// `filed`) covering `size` bytes; the
-// rest stays unmapped; the mapped part merges with free mapped neighbours. One device call.
-// The merged block is filed as free unless it has `wanted` bytes: then the caller takes it
-// (try_allocate_expandable_block), and filing it only to take it out again would cost a search.
-bool CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Bytes wanted) {
+// `filed`) covering `size` bytes; the rest stays unmapped; the mapped part merges with free mapped
+// neighbours. One device call. The merged block is filed as free unless it has the request's
+// rounded size: then the caller takes it (try_allocate_expandable_block). A free block below the
+// pages stays filed under its old key meanwhile, and the merged block takes its entry: refiled
+// there when too small, else handed to alloc_found_block in `r` (found_in), as get_free_block
+// hands over a best fit, so that the split remainder takes that entry instead of an insert.
+bool CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r) {
   const ExpandableSegment& seg = expandable_[static_cast<std::size_t>(nodes_[id].segment)];
   const Bytes mapped = std::min(seg.page * ((size + seg.page - 1) / seg.page), nodes_[id].size);
   // One cuMemCreate per page of the segment's size (README "Device time").
@@ -96,23 +98,39 @@ bool CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator fil
   } else {
     const NodeId rest = nodes_.create();
     Node& n = nodes_[id];
-    Node& r = nodes_[rest];
-    r.addr = n.addr + mapped;
-    r.size = n.size - mapped;
-    r.stream = n.stream;
-    r.pool = n.pool;
-    r.segment = n.segment;
-    r.mapped = false;
-    r.prev = id;
-    r.next = n.next;
+    Node& u = nodes_[rest];
+    u.addr = n.addr + mapped;
+    u.size = n.size - mapped;
+    u.stream = n.stream;
+    u.pool = n.pool;
+    u.segment = n.segment;
+    u.mapped = false;
+    u.prev = id;
+    u.next = n.next;
     if (n.next != kNil) nodes_[n.next].prev = rest;
     n.next = rest;
     n.size = mapped;
     filed->second = rest;  // the unmapped rest ends where the block did: the same key
   }
-  try_merge_blocks(id, nodes_[id].prev, pool);
-  if (whole) try_merge_blocks(id, nodes_[id].next, pool);  // else next is the unmapped rest: no merge
-  if (nodes_[id].size < wanted) insert_into_blocks(pool, id);
+  const NodeId below = nodes_[id].prev;
+  if (!whole && below != kNil && nodes_[below].reusable() && nodes_[below].mapped) {
+    // The usual growth: pages mapped after the free tail block of the segment. (With the whole
+    // unmapped block mapped, a merge above would move entries of the set: the general path.)
+    StreamBlocks& set = *pool.blocks.find(nodes_[below].stream);
+    const StreamBlocks::Pos at = absorb_filed(id, below, set);
+    Node& merged = nodes_[id];
+    if (merged.size < r.rounded) {
+      merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
+      set.refile(at, size_addr(merged.size, merged.addr), id);
+    } else {
+      r.found_in = &set;
+      r.found_at = at;
+    }
+  } else {
+    try_merge_blocks(id, below, pool);
+    if (whole) try_merge_blocks(id, nodes_[id].next, pool);  // else next is the unmapped rest: no merge
+    if (nodes_[id].size < r.rounded) insert_into_blocks(pool, id);
+  }
   total_ += mapped;
   stats_.reserved_bytes.increase(pool.kind, mapped);
   ++stats_.num_device_alloc;  // per map call, not per page
@@ -121,7 +139,7 @@ bool CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator fil
 
 // §7.2: grow until one free block of >= rounded bytes exists; returns it out of the pool. A
 // failure after some pages were mapped leaves them mapped as free blocks (trap §14.8).
-NodeId CachingAllocator::try_allocate_expandable_block(const Request& r) {
+NodeId CachingAllocator::try_allocate_expandable_block(Request& r) {
   BlockPool& pool = *r.pool;
   BlockPool::UnmappedSet::iterator at;  // the unmapped block found: c or the one after it
   NodeId c = find_expandable_block(r.stream, pool, r.rounded, at);
@@ -130,7 +148,7 @@ NodeId CachingAllocator::try_allocate_expandable_block(const Request& r) {
   // (see map_block): the one that is large enough never enters the pool.
   bool filed = nodes_[c].mapped;
   if (!filed) {
-    if (!map_block(c, at, std::min(nodes_[c].size, r.rounded), r.rounded)) return kNil;
+    if (!map_block(c, at, std::min(nodes_[c].size, r.rounded), r)) return kNil;
     at = pool.unmapped.end();  // used: the next unmapped block is looked up
     filed = nodes_[c].size < r.rounded;
   }
@@ -139,7 +157,7 @@ NodeId CachingAllocator::try_allocate_expandable_block(const Request& r) {
     const Bytes remaining = r.rounded - nodes_[c].size;
     const NodeId next = nodes_[c].next;
     if (at == pool.unmapped.end()) at = pool.unmapped.find(unmapped_key(nodes_[next]));
-    if (!map_block(next, at, std::min(remaining, nodes_[next].size), r.rounded)) return kNil;
+    if (!map_block(next, at, std::min(remaining, nodes_[next].size), r)) return kNil;
     at = pool.unmapped.end();
     c = next;  // map_block merged the old candidate into `next`
     filed = nodes_[c].size < r.rounded;
