@@ -65,7 +65,11 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
     }
     return bytes >= size;
   };
-  for (auto it = pool.unmapped.lower_bound({stream, 0}); it != pool.unmapped.end() && it->first.first == stream; ++it) {
+  // The stream's first entry: the set's first one unless a lower stream has entries (usually
+  // there is one stream), so the search is made only then.
+  auto it = pool.unmapped.begin();
+  if (it != pool.unmapped.end() && it->first.first < stream) it = pool.unmapped.lower_bound({stream, 0});
+  for (; it != pool.unmapped.end() && it->first.first == stream; ++it) {
     NodeId c = it->second;
     if (allocatable(nodes_[c].prev)) c = nodes_[c].prev;
     if (has_room(c)) {
