@@ -36,8 +36,8 @@ namespace {
 // 11-bit digits (equal keys keep ordinal order) is the spatial order: a few linear passes (three
 // on training traces) instead of n log n comparisons that a branch predictor cannot guess. When
 // the two fields do not fit one 64-bit key, the size goes in a second, more significant pass.
-std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
-                                           const std::vector<PlannedRequest>& requests) {
+std::unique_ptr<std::uint32_t[]> placement_order(const std::vector<Bytes>& sizes,
+                                                 const std::vector<PlannedRequest>& requests) {
   struct Keyed {
     std::uint64_t key;
     std::uint32_t request;
@@ -92,15 +92,26 @@ std::vector<std::uint32_t> placement_order(const std::vector<Bytes>& sizes,
     for (Keyed& item : all(items)) item.key = size_key(item.request);
     sort_by_key(size_bits >> size_shift);
   }
-  std::vector<std::uint32_t> order(count);
+  std::unique_ptr<std::uint32_t[]> order = std::make_unique_for_overwrite<std::uint32_t[]>(count);
   for (std::size_t n = 0; n < count; ++n) order[n] = items[n].request;
   return order;
 }
 
-// For each event position p from 0 to the last end, the number of slots at positions before p
-// (see the top of the file): a request's slots are [slots_before[begin], slots_before[end]). No
-// slot sits at the last end (every begin is before its end), so the last entry counts them all.
-std::vector<std::uint32_t> slots_before_positions(const std::vector<PlannedRequest>& requests) {
+// The requests' slots (see the top of the file): for each event position p from 0 to the last end,
+// the number of slots at positions before p, so that a request's slots are
+// [before[begin], before[end]); and the number of slots.
+struct SlotCounts {
+  std::unique_ptr<std::uint32_t[]> before;
+  std::uint32_t slots = 0;
+};
+
+// One pass up the positions, with the latest begin not yet known to be a slot pending: an end
+// makes it one (ends come before begins at one position), a next begin first replaces it. The
+// count at a position may leave out a pending begin that turns out a slot later, but it is only
+// read at the positions of begins and ends: an end there settles the pending one first, and a
+// begin there means the pending one was no slot. Every begin has an end after it, so none is
+// pending after the last end (the last position).
+SlotCounts count_slots(const std::vector<PlannedRequest>& requests) {
   std::uint64_t horizon = 0;
   for (const PlannedRequest& r : requests) horizon = std::max(horizon, r.end);
   constexpr std::uint8_t kBegin = 1;
@@ -110,37 +121,30 @@ std::vector<std::uint32_t> slots_before_positions(const std::vector<PlannedReque
     events_here[r.begin] |= kBegin;
     events_here[r.end] |= kEnd;
   }
-  // A begin is the last of its run (a slot) when an end lies between it and the next begin (an
-  // end at the next begin's position counts: ends come before begins), or no begin follows. Scan
-  // down from the horizon, marking the slots in place.
-  bool end_follows = true;  // an end lies between this position and the next begin above it
-  for (std::uint64_t position = horizon + 1; position-- > 0;) {
-    const std::uint8_t here = events_here[position];
-    if (here & kBegin) {
-      events_here[position] = end_follows ? kBegin : 0;  // from here on: 1 = a slot
-      end_follows = false;
-    } else {
-      events_here[position] = 0;
-    }
-    if (here & kEnd) end_follows = true;
-  }
-  std::vector<std::uint32_t> slots_before(horizon + 1);
+  SlotCounts counts{std::make_unique_for_overwrite<std::uint32_t[]>(horizon + 1)};  // (every entry written)
   std::uint32_t count = 0;
+  std::uint32_t pending = 0;  // 1: the latest begin may still be a slot
   for (std::uint64_t position = 0; position <= horizon; ++position) {
-    slots_before[position] = count;
-    count += events_here[position];
+    const std::uint8_t here = events_here[position];
+    if (here & kEnd) count += std::exchange(pending, 0);
+    counts.before[position] = count;
+    if (here & kBegin) pending = 1;
   }
-  return slots_before;
+  counts.slots = count;
+  return counts;
 }
 
-// XLA's NoFragmentationStatsHeap: the most planned bytes live at any event position.
-Bytes most_bytes_live(const std::vector<PlannedRequest>& requests, const std::vector<Bytes>& sizes) {
-  std::uint64_t horizon = 0;
-  for (const PlannedRequest& r : requests) horizon = std::max(horizon, r.end);
-  std::vector<std::int64_t> change(horizon + 1, 0);  // bytes that go live (+) or end (-) at a position
-  for (std::size_t k = 0; k < requests.size(); ++k) {
-    change[requests[k].begin] += static_cast<std::int64_t>(sizes[k]);
-    change[requests[k].end] -= static_cast<std::int64_t>(sizes[k]);
+// XLA's NoFragmentationStatsHeap: the most planned bytes live at any event position. The live
+// bytes only grow at a begin, and from a begin to the slot of its run (the last begin before an
+// end) only begins come, so the most is reached at a slot: the most bytes whose slot ranges hold
+// one slot (the requests live at a slot's position are those whose ranges hold it).
+Bytes most_bytes_live(std::span<const SlotRange> slot_ranges, std::span<const std::uint32_t> order,
+                      const std::vector<Bytes>& sizes, std::uint32_t slots) {
+  std::vector<std::int64_t> change(std::size_t{slots} + 1, 0);  // bytes that go live (+) or end (-) at a slot
+  for (std::size_t n = 0; n < slot_ranges.size(); ++n) {
+    const auto bytes = static_cast<std::int64_t>(sizes[order[n]]);
+    change[slot_ranges[n].first] += bytes;
+    change[slot_ranges[n].last] -= bytes;
   }
   std::int64_t live = 0;
   std::int64_t most = 0;
@@ -160,29 +164,28 @@ Bytes planned_size(Bytes requested, Bytes alignment) {
 
 GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Bytes alignment) {
   GreedyPlan plan;
-  plan.sizes.resize(requests.size());
+  plan.sizes.reserve(requests.size());  // (pushed: no zero-fill first)
   plan.offsets.assign(requests.size(), 0);
-  for (std::size_t k = 0; k < requests.size(); ++k) {
-    if (requests[k].begin >= requests[k].end) {
-      throw std::logic_error("offline: a planned request has an empty live interval");
-    }
-    plan.sizes[k] = planned_size(requests[k].size, alignment);
+  for (const PlannedRequest& request : requests) {
+    if (request.begin >= request.end) throw std::logic_error("offline: a planned request has an empty live interval");
+    plan.sizes.push_back(planned_size(request.size, alignment));
   }
   if (requests.empty()) return plan;
   if (requests.size() >= std::numeric_limits<std::uint32_t>::max()) {
     throw std::length_error("offline: more requests than the planner indexes (2^32)");
   }
 
-  const std::vector<std::uint32_t> slots_before = slots_before_positions(requests);
-  const std::vector<std::uint32_t> order = placement_order(plan.sizes, requests);
+  const SlotCounts slots = count_slots(requests);
+  const std::unique_ptr<std::uint32_t[]> placement = placement_order(plan.sizes, requests);
+  const std::span<const std::uint32_t> order(placement.get(), requests.size());
   // Each request's slots, in placement order: the index's queries, known before the first.
   std::vector<SlotRange> slot_ranges;
   slot_ranges.reserve(order.size());  // (filled in order: no zero-fill first)
   for (const std::uint32_t k : order) {
-    slot_ranges.push_back(SlotRange{slots_before[requests[k].begin], slots_before[requests[k].end]});
+    slot_ranges.push_back(SlotRange{slots.before[requests[k].begin], slots.before[requests[k].end]});
   }
 
-  OccupancyIndex index(slots_before.back(), slot_ranges);
+  OccupancyIndex index(slots.slots, slot_ranges);
   for (std::size_t n = 0; n < order.size(); ++n) {
     const std::uint32_t k = order[n];
     const auto [first_slot, last_slot] = slot_ranges[n];
@@ -192,7 +195,7 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
     plan.heap_size = std::max(plan.heap_size, offset + size);
     index.insert(first_slot, last_slot, OffsetRun{offset, offset + size});
   }
-  plan.lower_bound = most_bytes_live(requests, plan.sizes);
+  plan.lower_bound = most_bytes_live(slot_ranges, order, plan.sizes, slots.slots);
   return plan;
 }
 

@@ -65,8 +65,9 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
     if (arena_) device_.free(*arena_);  // a second replay through the same policy re-plans
     arena_.reset();
     const std::vector<PlannedRequest> requests = planned_requests(trace);
-    requested_.resize(requests.size());
-    for (std::size_t k = 0; k < requests.size(); ++k) requested_[k] = requests[k].size;
+    requested_.clear();
+    requested_.reserve(requests.size());  // (pushed: no zero-fill first)
+    for (const PlannedRequest& request : requests) requested_.push_back(request.size);
     plan_ = offline::plan_greedy_by_size(requests, options_.alignment);
     live_.assign(requests.size(), 0);
     next_call_ = 0;
