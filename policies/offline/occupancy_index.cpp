@@ -195,7 +195,7 @@ Bytes OccupancyIndex::best_fit(std::uint32_t first, std::uint32_t last, Bytes si
   return best_fit_in_union(merge_parts(), sets_.runs(largest), size);
 }
 
-bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last) {
+inline bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last) {
   if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
   if (!queries_.empty()) {
     if (queries_done_ >= queries_.size() || queries_[queries_done_].first != first ||

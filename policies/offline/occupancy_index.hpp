@@ -118,7 +118,8 @@ class OccupancyIndex {
   void rebuild_cover(NodeId v);
   // Checks the query, counts it among the known ones, and collects the sets whose union is its
   // answer in parts_; false (and nothing collected) when the answer extends a kept one instead.
-  bool gather_parts(std::uint32_t first, std::uint32_t last);
+  // Inlined into its two callers: the call's saved registers were ~10 instructions per query.
+  [[gnu::always_inline]] inline bool gather_parts(std::uint32_t first, std::uint32_t last);
   // The union of parts_, kept when a later query extends it.
   std::span<const OffsetRun> unite_and_keep();
   // The union of parts_ (in scratch_, or a set of the store when there is only one).

@@ -82,7 +82,7 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
   // are copied as they are.
   for (; j != j_end && j->begin <= run.end; ++j) run.end = std::max(run.end, j->end);
   *o++ = run;
-  o = std::copy(j, j_end, o);
+  while (j != j_end) *o++ = *j++;  // (a few runs: a loop costs less than std::copy's memmove call)
   return static_cast<std::size_t>(o - out);
 }
 
@@ -197,8 +197,8 @@ class RunSetStore {
       first->begin = std::min(first->begin, run.begin);
       first->end = std::max(last[-1].end, run.end);
       if (last != first + 1) {
-        std::copy(last, end, first + 1);
         set.size -= static_cast<std::uint32_t>(last - first - 1);
+        for (OffsetRun* to = first + 1; last != end; ++to, ++last) *to = *last;  // (a loop: see below)
       }
       return true;
     }
@@ -206,7 +206,9 @@ class RunSetStore {
     const auto at = static_cast<std::uint32_t>(first - base);
     if (set.size == set.capacity) move_to_block(set, std::max(kFirstCapacity, 2 * set.capacity));  // may move pool_
     OffsetRun* const runs = pool_.get() + set.start;
-    std::copy_backward(runs + at, runs + set.size, runs + set.size + 1);
+    // A loop, not std::copy_backward: the shifts are of a few runs, for which the memmove call
+    // that std::copy makes costs more (-0.7 % of the replay's instructions on lm2.7b).
+    for (OffsetRun* to = runs + set.size; to != runs + at; --to) *to = to[-1];
     runs[at] = run;
     ++set.size;
     return true;
