@@ -204,7 +204,9 @@ class RunSetStore {
     }
     // Touches nothing: a new run at `first`.
     const auto at = static_cast<std::uint32_t>(first - base);
-    if (set.size == set.capacity) move_to_block(set, std::max(kFirstCapacity, 2 * set.capacity));  // may move pool_
+    if (set.size == set.capacity && !take_first_block(set)) {
+      move_to_block(set, std::max(kFirstCapacity, 2 * set.capacity));  // may move pool_
+    }
     OffsetRun* const runs = pool_.get() + set.start;
     // A loop, not std::copy_backward: the shifts are of a few runs, for which the memmove call
     // that std::copy makes costs more (-0.7 % of the replay's instructions on lm2.7b).
@@ -255,6 +257,24 @@ class RunSetStore {
     return runs->end < begin ? runs + 1 : runs;
   }
 
+  // An empty set's first block, in line (most sets the planner grows are new): a freed block of
+  // that size, else the next one of the pool when it has room. False: move_to_block must do it.
+  bool take_first_block(RunSet& set) {
+    if (set.capacity != 0) return false;
+    std::vector<std::uint32_t>& reuse = free_list(kFirstCapacity);
+    if (!reuse.empty()) {
+      set.start = reuse.back();
+      reuse.pop_back();
+    } else if (used_ + kFirstCapacity <= capacity_) {  // (so the start fits 32 bits: see reserve's caller)
+      set.start = static_cast<std::uint32_t>(used_);
+      used_ += kFirstCapacity;
+    } else {
+      return false;
+    }
+    set.capacity = kFirstCapacity;
+    return true;
+  }
+
   std::vector<std::uint32_t>& free_list(std::uint32_t capacity) {
     return free_blocks_[static_cast<std::size_t>(std::countr_zero(capacity))];
   }
@@ -270,7 +290,10 @@ class RunSetStore {
       if (used_ + capacity > std::numeric_limits<std::uint32_t>::max()) {
         throw std::length_error("offline: the occupancy index outgrew its 2^32-run pool");
       }
-      if (used_ + capacity > capacity_) reserve(std::max<std::size_t>(2 * capacity_, used_ + capacity));
+      if (used_ + capacity > capacity_) {  // (never past 2^32 runs, which take_first_block relies on)
+        reserve(std::min<std::size_t>(std::max<std::size_t>(2 * capacity_, used_ + capacity),
+                                      std::numeric_limits<std::uint32_t>::max()));
+      }
       start = static_cast<std::uint32_t>(used_);
       used_ += capacity;
     }
