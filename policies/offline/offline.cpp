@@ -85,26 +85,12 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
 
   // The Replayer's call: the block written in place, not through an optional (policy.hpp).
   bool allocate_into(Bytes size, StreamId stream, Block& out) override {
-    if (!prepared_) {
-      throw std::logic_error("offline: allocate() before prepare(): the offline policy plans from the whole trace");
-    }
-    if (next_call_ >= requested_.size()) {
-      throw std::logic_error(
-          fmt::format("offline: allocate() call {} ({} bytes) is not in the plan, which has {} requests", next_call_,
-                      size, requested_.size()));
+    if (!prepared_ || next_call_ >= requested_.size() || requested_[next_call_] != size) [[unlikely]] {
+      not_in_plan(size);
     }
     const std::size_t k = next_call_++;
-    if (requested_[k] != size) {
-      throw std::logic_error(fmt::format(
-          "offline: allocate() call {} asks for {} bytes but the plan's request {} has {}: the calls do not follow "
-          "planned_requests(trace)",
-          k, size, k, requested_[k]));
-    }
-    if (!arena_) {  // no cache to flush: no retry
-      out_of_memory(fmt::format(
-          "offline: the plan needs {} bytes of one arena; the device has {} free (request of {} bytes; {} of {} bytes "
-          "reserved)",
-          plan_.heap_size, free_when_refused_, size, device_.reserved(), device_.capacity()));
+    if (!arena_) [[unlikely]] {  // no cache to flush: no retry
+      refuse(size);
       return false;
     }
     live_[k] = 1;
@@ -160,6 +146,30 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
   }
 
  private:
+  // The calls the plan does not know (out of line: the hot path of allocate_into keeps fewer
+  // registers without their messages).
+  [[noreturn, gnu::cold, gnu::noinline]] void not_in_plan(Bytes size) {
+    if (!prepared_) {
+      throw std::logic_error("offline: allocate() before prepare(): the offline policy plans from the whole trace");
+    }
+    if (next_call_ >= requested_.size()) {
+      throw std::logic_error(
+          fmt::format("offline: allocate() call {} ({} bytes) is not in the plan, which has {} requests", next_call_,
+                      size, requested_.size()));
+    }
+    const std::size_t k = next_call_++;  // (counted, as a call the plan knows)
+    throw std::logic_error(fmt::format(
+        "offline: allocate() call {} asks for {} bytes but the plan's request {} has {}: the calls do not follow "
+        "planned_requests(trace)",
+        k, size, k, requested_[k]));
+  }
+  [[gnu::cold, gnu::noinline]] void refuse(Bytes size) {
+    out_of_memory(fmt::format(
+        "offline: the plan needs {} bytes of one arena; the device has {} free (request of {} bytes; {} of {} bytes "
+        "reserved)",
+        plan_.heap_size, free_when_refused_, size, device_.reserved(), device_.capacity()));
+  }
+
   OfflineOptions options_;
   Device& device_;
   bool prepared_ = false;
