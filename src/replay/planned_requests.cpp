@@ -11,10 +11,10 @@ namespace {
 
 // Allocation ids -> index in the requests of the live allocation with that id: a table by id
 // when the largest id is at most a few times the number of allocations (fraglab/id_index.hpp),
-// else every id hashed.
-IdIndex live_index(const Trace& trace) {
+// else every id hashed. `allocs` comes back as the number of requests.
+IdIndex live_index(const Trace& trace, std::size_t& allocs) {
   AllocId largest = 0;
-  std::size_t allocs = trace.initial.allocations.size();
+  allocs = trace.initial.allocations.size();
   for (const InitialAllocation& a : trace.initial.allocations) largest = std::max(largest, a.id);
   for (const Event& e : trace.events) {
     if (e.op == Op::Alloc) {
@@ -31,10 +31,11 @@ IdIndex live_index(const Trace& trace) {
 }  // namespace
 
 std::vector<PlannedRequest> planned_requests(const Trace& trace) {
+  std::size_t allocs = 0;
+  IdIndex live = live_index(trace, allocs);
   std::vector<PlannedRequest> requests;
-  requests.reserve(trace.initial.allocations.size() + trace.events.size() / 2);
+  requests.reserve(allocs);  // (exactly: a guess too small would copy them all once more)
   const std::uint64_t never = trace.events.size() + 1;
-  IdIndex live = live_index(trace);
   for (const InitialAllocation& a : trace.initial.allocations) {
     live.set(a.id, requests.size());
     requests.push_back({0, never, a.requested, a.stream, kNoString, a.id});
