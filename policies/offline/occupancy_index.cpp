@@ -225,7 +225,12 @@ inline bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last
   }
   // Own: the first leaf's ancestors, through the deepest cover, then the uncached ones below it.
   std::uint32_t changed = 0;
-  const NodeId deepest = refresh_covers(first_leaf, 1, height_ + 1, changed);
+  // (The walk starts at the highest ancestor whose slots all lie below slots_: the bits above the
+  // highest where `first` and slots_ differ are shared, and there slots_ has a 1 and `first` a 0.
+  // A node above spans slots past the last, so no range covers it: its own set and cover stay
+  // empty, and so do its ancestors'.)
+  const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
+  const NodeId deepest = refresh_covers(first_leaf, 1, top + 1, changed);
   if (deepest != 0) add_part(covers_[deepest].runs);
   add_uncached_own(first_leaf, 1, height_ + 1);
   return true;

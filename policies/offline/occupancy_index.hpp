@@ -25,7 +25,10 @@
 // ~10-20 runs). An insert adds the run to the own sets of its range's canonical nodes and to the
 // begin sets on the path from its first leaf up, bottom up, stopping at the first that held it.
 //
-// The cover cache is rebuilt lazily, top down along a query's path: a node's cover is stale when
+// The cover cache is rebuilt lazily, top down along a query's path (from the highest node whose
+// slots all lie below `slots`: those above it span past the last slot, so no range covers them
+// and their sets stay empty; the root is one unless `slots` is a power of two; on lm2.7b the walk
+// is ~1.4 nodes shorter, -0.7 % of the replay's instructions): a node's cover is stale when
 // an own set on its path from the root changed after it was built (each cached node records the
 // insert that last changed its own set; the walk carries the latest along the path). A cover that
 // would be a copy of its parent's cover or of its own set (the other being empty) shares that
