@@ -82,7 +82,7 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
   // are copied as they are.
   for (; j != j_end && j->begin <= run.end; ++j) run.end = std::max(run.end, j->end);
   *o++ = run;
-  while (j != j_end) *o++ = *j++;  // (a few runs: a loop costs less than std::copy's memmove call)
+  o = std::copy(j, j_end, o);
   return static_cast<std::size_t>(o - out);
 }
 
