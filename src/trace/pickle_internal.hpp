@@ -324,7 +324,8 @@ class Machine {
     push(memo_[index]);
   }
   const unsigned char* take_get_run(const unsigned char* at);
-  const unsigned char* valid_get_run_end(const unsigned char* at);
+  [[gnu::always_inline]] inline const unsigned char* valid_get_run_end(const unsigned char* at);
+  const unsigned char* valid_get_run_end_unpredicted(const unsigned char* at);
   const unsigned char* take_flat_dicts(const unsigned char* at);
   const unsigned char* take_flat_dict(const unsigned char* at, const unsigned char* last_pair_start);
   // Readable bytes at the start of a flat dict's pair: a key (5) and a value (10, LONG1 of 8
