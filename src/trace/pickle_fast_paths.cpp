@@ -154,6 +154,19 @@ void Machine::remember_run(const RunMemo& run) {
   last_run_ = run.hash;
 }
 
+// What the checked path's stack holds after the opcodes take_flat_dict read of `dict` (empty until
+// its SETITEMS): the dict, its MARK, then its `n` pairs' keys and values, and keys[n] when
+// `with_key` (a pair's key read, its value not).
+void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n, bool with_key) {
+  push(dict);
+  mark();
+  for (std::size_t i = 0; i < n; ++i) {
+    push(keys[i]);
+    push(values[i]);
+  }
+  if (with_key) push(keys[n]);
+}
+
 // A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs
 // (a key is a memo GET or a short str; a value a memo GET, short str, small int, None or bool, or
 // the frames value: a skipped list of GETs, or a GET of a shared one), each maybe memoized, then
@@ -167,8 +180,12 @@ void Machine::remember_run(const RunMemo& run) {
 // runs the same bytes. Returns the byte after SETITEMS on success, with the dict pushed.
 // `last_pair_start` is the same for every dict of a run: take_flat_dicts() works it out once, as
 // it checks once that the memo is dense (every dict taken leaves it dense).
+// A dict with a value this path does not take (a list of dicts, a tuple, a frame not seen before
+// inside a frames list, ...) is handed over to the checked path there (hand_over, below):
+// `handed_over` is set and the position of that opcode returned.
 [[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(const unsigned char* at,
-                                                                           const unsigned char* const last_pair_start) {
+                                                                           const unsigned char* const last_pair_start,
+                                                                           bool& handed_over) {
   constexpr std::size_t kMaxPairs = kMaxFlatPairs;
   const unsigned char* const end = end_;
   if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK) return at;
@@ -206,6 +223,19 @@ void Machine::remember_run(const RunMemo& run) {
   bool own_keys = false;  // keys[] and key_bytes[] hold keys [0, n)
   std::size_t n = 0;      // pairs read
   const unsigned char* q = at + 3;
+  // At an opcode this path does not take but the checked path may (not an error): the stack and
+  // the MARK as the checked path would have them there, from which it goes on (hand_over_dict);
+  // the memo already holds what the MEMOIZEs stored. Giving up instead read the whole dict again
+  // one opcode at a time. Returns `q`, the opcode the checked path runs next.
+  auto hand_over = [&](bool with_key) {
+    memo_.set_top(memo_top);
+    memo_count_ = memo_.size();
+    arena_.take(kHeader);  // the dict's header: its pairs go on the stack, for its SETITEMS
+    *dict.dict = DictObject{};
+    hand_over_dict(dict, own_keys ? keys.values : tmpl->keys, values, n, with_key);
+    handed_over = true;
+    return q;
+  };
   for (;;) {
     if (q > last_pair_start) [[unlikely]] {
       if (q < end && *q == SETITEMS) break;
@@ -242,7 +272,7 @@ void Machine::remember_run(const RunMemo& run) {
         k = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
         q += 2 + length;
       } else {
-        return give_up();
+        return hand_over(false);  // an int key, or a tuple's second item (segments)
       }
       if (((1u << static_cast<unsigned>(k.kind)) & kNotPlainKey) != 0) return give_up();
       key = &k;
@@ -305,7 +335,7 @@ void Machine::remember_run(const RunMemo& run) {
         break;
       case EMPTY_LIST:
         // Only the skip key's value: a list of frames, skipped.
-        if (!is_skip_key(*key)) return give_up();
+        if (!is_skip_key(*key)) return hand_over(true);  // a list of dicts (a segment's blocks)
         v = skipped(Kind::List);
         ++q;
         if (*q == MEMOIZE) {
@@ -316,13 +346,23 @@ void Machine::remember_run(const RunMemo& run) {
           memo_.set_top(memo_top);  // the GETs may name the slots added here
           memo_count_ = memo_.size();
           const unsigned char* run_end = valid_get_run_end(q + 1);
-          if (run_end == end || *run_end != APPENDS) return give_up();
+          if (run_end == end) return give_up();
+          if (*run_end != APPENDS) {
+            // A bad GET: the checked path reports it. Else a frame dict not seen before, or a FRAME.
+            if (kGetLength[*run_end] != 0) return give_up();
+            hand_over(true);
+            push(v);  // the skipped list, its MARK, and the GETs' values (valid_get_run_end checked them)
+            mark();
+            for (const unsigned char* r = q + 1; r < run_end; r += kGetLength[*r])
+              push(memo[*r == BINGET ? r[1] : load_le<std::uint32_t>(r + 1)]);
+            return run_end;
+          }
           q = run_end + 1;
         }
         ++n;
         continue;
       default:
-        return give_up();
+        return hand_over(true);
     }
     if (*q == MEMOIZE) {
       *memo_top++ = v;
@@ -375,13 +415,14 @@ const unsigned char* Machine::take_flat_dicts(const unsigned char* at) {
   const unsigned char* const last_pair_start = end_ - begin_ >= kPairBytes ? end_ - kPairBytes : begin_;
   const unsigned char* q = at;
   for (;;) {
-    const unsigned char* after = take_flat_dict(q, last_pair_start);
+    bool handed_over = false;
+    const unsigned char* after = take_flat_dict(q, last_pair_start, handed_over);
     if (after == q) {
       flat_dict_refused_ = q;
       return q;
     }
     q = after;
-    if (q == end_ || *q != EMPTY_DICT) return q;
+    if (handed_over || q == end_ || *q != EMPTY_DICT) return q;
   }
 }
 

@@ -1,0 +1,136 @@
+// Flat dicts that Machine::take_flat_dict (pickle_fast_paths.cpp) starts and then hands over to
+// the checked path in their middle: at a frame dict not seen before inside a frames list (after
+// GETs, or first), at a FRAME opcode inside one, at an int key or a tuple's second item (a
+// segment's (0, 0)), at a list of dicts (a segment's blocks) and at a value it does not take (a
+// float). The checked path goes on from the stack and MARKs it is handed, so the document must be
+// the one the checked switch alone builds, or the error the same: also with the input cut at
+// every byte, and with each byte of the dicts replaced by an opcode that breaks them.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/pickle_checked_path.hpp"
+#include "trace/pickle_memo_writer.hpp"
+
+namespace fraglab::pickle {
+namespace {
+
+// Protocol 4, as CPython writes a snapshot: a list (slot 0) of dicts in one MARK ... APPENDS.
+class Writer : MemoWriter {
+ public:
+  Writer() {
+    out_ = "\x80\x04]\x94(";
+    next_slot_ = 1;
+  }
+  // {'action': 'alloc', 'addr': `addr`, 'frames': [...]}: the frames list holds `known` GETs of
+  // frames seen before, then a new frame dict when `new_frame` (a FRAME opcode first when
+  // `frame_opcode`), then the known GETs again.
+  void entry(std::uint8_t addr, bool new_frame, bool frame_opcode = false) {
+    open_dict();
+    key("action", action_slot_);
+    MemoWriter::key("alloc", alloc_slot_);
+    key("addr", addr_slot_);
+    out_ += 'K';  // BININT1
+    out_ += static_cast<char>(addr);
+    key("frames", frames_slot_);
+    out_ += "]\x94(";  // EMPTY_LIST MEMOIZE MARK
+    ++next_slot_;
+    for (std::uint32_t slot : frame_slots_) get(slot);
+    if (frame_opcode) out_ += std::string("\x95\0\0\0\0\0\0\0\0", 9);  // FRAME of 0 bytes
+    if (new_frame) {
+      open_dict();
+      frame_slots_.push_back(next_slot_ - 1);
+      key("name", name_slot_);
+      str("f" + std::to_string(frame_slots_.size()));
+      key("line", line_slot_);
+      out_ += "K\x07u";  // BININT1 7, SETITEMS
+    }
+    for (std::uint32_t slot : frame_slots_) get(slot);
+    out_ += "eu";  // APPENDS, SETITEMS
+  }
+  // A segment as CPython writes one: {'device': 0, 'address': A, 'pair': (0, 0), 'flag': False,
+  // 'blocks': [{'size': 1, 'state': 'x'}, {'size': 2, 'state': 'x'}], 'ratio': 0.5, 7: None}.
+  void segment() {
+    open_dict();
+    key("device", device_slot_);
+    out_ += "K\x00";
+    key("address", address_slot_);
+    out_ += "J\x00\x00\x10\x00";  // BININT
+    key("pair", pair_slot_);
+    out_ += "K\x00K\x00\x86\x94";  // BININT1 0, BININT1 0, TUPLE2, MEMOIZE
+    ++next_slot_;
+    key("flag", flag_slot_);
+    out_ += '\x89';  // NEWFALSE
+    key("blocks", blocks_slot_);
+    out_ += "]\x94(";
+    ++next_slot_;
+    for (int b = 1; b <= 2; ++b) {
+      open_dict();
+      key("size", size_slot_);
+      out_ += 'K';
+      out_ += static_cast<char>(b);
+      key("state", state_slot_);
+      MemoWriter::key("x", x_slot_);
+      out_ += 'u';
+    }
+    out_ += 'e';
+    key("ratio", ratio_slot_);
+    out_ += std::string("G\x3f\xe0\0\0\0\0\0\0", 9);  // BINFLOAT 0.5
+    out_ += "K\x07N";                                 // 7: None
+    out_ += 'u';
+  }
+  std::string finish() const { return out_ + "e."; }  // APPENDS, STOP
+
+ private:
+  void open_dict() {
+    out_ += "}\x94(";  // EMPTY_DICT MEMOIZE MARK
+    ++next_slot_;
+  }
+  std::vector<std::uint32_t> frame_slots_;
+  std::uint32_t action_slot_ = 0, alloc_slot_ = 0, addr_slot_ = 0, frames_slot_ = 0, name_slot_ = 0,
+                line_slot_ = 0;
+  std::uint32_t device_slot_ = 0, address_slot_ = 0, pair_slot_ = 0, flag_slot_ = 0, blocks_slot_ = 0,
+                size_slot_ = 0, state_slot_ = 0, x_slot_ = 0, ratio_slot_ = 0;
+};
+
+// Entries with a new frame first, after known ones, after a FRAME opcode, and entries between
+// them that the fast path takes whole; then segments.
+std::string snapshot_like() {
+  Writer w;
+  w.entry(1, true);
+  w.entry(2, false);
+  w.entry(3, true);
+  w.entry(4, false);
+  w.entry(5, true, true);
+  w.entry(6, false, true);
+  w.entry(7, false);
+  w.segment();
+  w.segment();
+  w.entry(8, false);
+  return w.finish();
+}
+
+TEST(PickleHandOver, AsTheCheckedPath) { expect_as_checked_path(snapshot_like(), "whole", true); }
+
+TEST(PickleHandOver, CutAtEveryByteAsTheCheckedPath) {
+  const std::string bytes = snapshot_like();
+  for (std::size_t n = 0; n < bytes.size(); ++n) expect_as_checked_path(bytes.substr(0, n), "cut at " + std::to_string(n));
+}
+
+TEST(PickleHandOver, EachByteBrokenAsTheCheckedPath) {
+  const std::string bytes = snapshot_like();
+  // MARK, SETITEMS, APPENDS, POP, EMPTY_DICT, EMPTY_LIST, a BINGET of a slot never stored, STOP.
+  const std::string breakers("(ue0}]h\xf0.", 9);
+  for (std::size_t at = 6; at < bytes.size(); ++at)
+    for (char b : breakers) {
+      if (bytes[at] == b) continue;
+      std::string broken = bytes;
+      broken[at] = b;
+      expect_as_checked_path(broken, "byte " + std::to_string(at) + " = " + std::to_string(static_cast<unsigned char>(b)));
+    }
+}
+
+}  // namespace
+}  // namespace fraglab::pickle
