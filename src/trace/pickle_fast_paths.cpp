@@ -18,7 +18,7 @@ const Machine::KeyTemplate Machine::kNoKeyTemplate{};
 // out of line: the hashing path's register saves and restores cost more than this check.
 inline const unsigned char* Machine::valid_get_run_end(const unsigned char* at) {
   const std::uint64_t context = run_context();
-  const RunSuccessor& s = run_successors_[context >> (64 - kRunSuccessorBits)];
+  const RunSuccessor& s = run_successors_[(context >> (64 - kRunSuccessorBits)) & ~std::size_t{1}];
   const std::size_t length = s.next.length;
   if (s.context == context && length != 0 && static_cast<std::size_t>(end_ - at) > length &&
       kGetLength[at[length]] == 0 && std::memcmp(at, s.next.start, length) == 0) [[likely]] {
@@ -64,6 +64,20 @@ const unsigned char* Machine::valid_get_run_end_unpredicted(const unsigned char*
   const bool dense = memo_count_ == memo_size;  // no unset slots
   const unsigned char* const end = end_;
   const unsigned char* q = at;
+  // The other run that followed the last two (a second way: the same two runs are followed by
+  // one of two in turn as often as by the same one).
+  {
+    const std::uint64_t context = run_context();
+    RunSuccessor* const set = &run_successors_[(context >> (64 - kRunSuccessorBits)) & ~std::size_t{1}];
+    const std::size_t length = set[1].next.length;
+    if (set[1].context == context && length != 0 && static_cast<std::size_t>(end - q) > length &&
+        kGetLength[q[length]] == 0 && std::memcmp(q, set[1].next.start, length) == 0) {
+      std::swap(set[0], set[1]);  // the last used comes first
+      run_before_last_ = last_run_;
+      last_run_ = set[0].next.hash;
+      return q + length;
+    }
+  }
   // A run is looked up by its bytes up to the next APPENDS byte followed by SETITEMS or with no
   // GET opcode byte in the four after it, which is where a list of frames ends (it is the last
   // value of its dict, and a new dict or list follows). An APPENDS byte inside a LONG_BINGET index
@@ -149,7 +163,12 @@ decoded:
 // `run` (checked, and ended at another opcode, as a run-memo entry) came after the last two runs.
 void Machine::remember_run(const RunMemo& run) {
   const std::uint64_t context = run_context();
-  if (last_run_ != 0 && run_before_last_ != 0) run_successors_[context >> (64 - kRunSuccessorBits)] = {context, run};
+  if (last_run_ != 0 && run_before_last_ != 0) {
+    RunSuccessor* const set = &run_successors_[(context >> (64 - kRunSuccessorBits)) & ~std::size_t{1}];
+    if (set[0].context != context || set[0].next.start != run.start || set[0].next.length != run.length)
+      set[1] = set[0];  // the least recently used way goes
+    set[0] = {context, run};
+  }
   run_before_last_ = last_run_;
   last_run_ = run.hash;
 }

@@ -351,6 +351,8 @@ class Machine {
     std::uint64_t context = 0;  // of the two runs before
     RunMemo next;               // length 0: an empty slot
   };
+  // Two ways per set, the last used first: the same two runs may be followed by one of two in
+  // turn, and the second way predicts those too (the real snapshots have such pairs).
   static constexpr unsigned kRunSuccessorBits = 11;
   std::array<RunSuccessor, std::size_t{1} << kRunSuccessorBits> run_successors_{};
   std::uint64_t run_before_last_ = 0;  // hashes of the last two runs (0: unknown)

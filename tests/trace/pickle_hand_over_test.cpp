@@ -89,10 +89,9 @@ class Writer : MemoWriter {
     ++next_slot_;
   }
   std::vector<std::uint32_t> frame_slots_;
-  std::uint32_t action_slot_ = 0, alloc_slot_ = 0, addr_slot_ = 0, frames_slot_ = 0, name_slot_ = 0,
-                line_slot_ = 0;
-  std::uint32_t device_slot_ = 0, address_slot_ = 0, pair_slot_ = 0, flag_slot_ = 0, blocks_slot_ = 0,
-                size_slot_ = 0, state_slot_ = 0, x_slot_ = 0, ratio_slot_ = 0;
+  std::uint32_t action_slot_ = 0, alloc_slot_ = 0, addr_slot_ = 0, frames_slot_ = 0, name_slot_ = 0, line_slot_ = 0;
+  std::uint32_t device_slot_ = 0, address_slot_ = 0, pair_slot_ = 0, flag_slot_ = 0, blocks_slot_ = 0, size_slot_ = 0,
+                state_slot_ = 0, x_slot_ = 0, ratio_slot_ = 0;
 };
 
 // Entries with a new frame first, after known ones, after a FRAME opcode, and entries between
@@ -116,7 +115,8 @@ TEST(PickleHandOver, AsTheCheckedPath) { expect_as_checked_path(snapshot_like(),
 
 TEST(PickleHandOver, CutAtEveryByteAsTheCheckedPath) {
   const std::string bytes = snapshot_like();
-  for (std::size_t n = 0; n < bytes.size(); ++n) expect_as_checked_path(bytes.substr(0, n), "cut at " + std::to_string(n));
+  for (std::size_t n = 0; n < bytes.size(); ++n)
+    expect_as_checked_path(bytes.substr(0, n), "cut at " + std::to_string(n));
 }
 
 TEST(PickleHandOver, EachByteBrokenAsTheCheckedPath) {
@@ -128,7 +128,8 @@ TEST(PickleHandOver, EachByteBrokenAsTheCheckedPath) {
       if (bytes[at] == b) continue;
       std::string broken = bytes;
       broken[at] = b;
-      expect_as_checked_path(broken, "byte " + std::to_string(at) + " = " + std::to_string(static_cast<unsigned char>(b)));
+      expect_as_checked_path(broken,
+                             "byte " + std::to_string(at) + " = " + std::to_string(static_cast<unsigned char>(b)));
     }
 }
 

@@ -116,6 +116,28 @@ TEST(PickleRunSuccessor, PredictedBytesThenABadGet) {
                InputError);
 }
 
+// X Y followed by A and by D in turn (the second way of run_successors_), then by each of them
+// changed in one GET, and by A cut short.
+TEST(PickleRunSuccessor, TwoRunsFollowingTheSameTwoInTurn) {
+  const auto x = stack(0, 30), y = stack(40, 25), a = stack(80, 36), d = stack(100, 30);
+  auto a_changed = a, d_changed = d;
+  a_changed[5] = Writer::frame(399);
+  d_changed[29] = Writer::frame(398);
+  auto a_short = a;
+  a_short.pop_back();
+  const std::vector<const std::vector<std::uint32_t>*> lasts{&a, &d, &a_changed, &d_changed, &a_short};
+  for (const std::vector<std::uint32_t>* last : lasts) {
+    Writer w(400);
+    for (int r = 0; r < 4; ++r)
+      for (const std::vector<std::uint32_t>* s : {&x, &y, r % 2 ? &d : &a}) w.entry(*s);
+    w.entry(x);
+    w.entry(y);
+    w.entry(*last);
+    w.entry(x);
+    expect_as_checked_path(w.finish(), "X Y then A or D in turn, then a run of " + std::to_string(last->size()), true);
+  }
+}
+
 // Cut anywhere in the last runs: a predicted run may not reach past the input's end.
 TEST(PickleRunSuccessor, InputCutInOrRightAfterAPredictedRun) {
   const std::string whole = cycle_then(stack(80, 36));
