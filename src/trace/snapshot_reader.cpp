@@ -26,6 +26,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory_resource>
 #include <optional>
 #include <set>
 #include <span>
@@ -834,7 +835,10 @@ void SnapshotReader::add_block_allocations() {
 // come and go whole; expandable segments are reported as maximal mapped runs (§7.6), so undoing
 // a map cuts a run and undoing an unmap re-joins neighbouring runs of the same stream.
 void SnapshotReader::rebuild_segments(Trace& trace) const {
-  std::map<Addr, Range> ranges;
+  // Nodes from one pool, freed at once: a malloc and a free per node were 45 % of this function's
+  // instructions. Erased nodes are not reused: at most two more nodes per segment event.
+  std::pmr::monotonic_buffer_resource pool((segments_.size() + 2 * segment_entries_.size() + 4) * 64);
+  std::pmr::map<Addr, Range> ranges(&pool);
   for (const SnapshotSegment& s : segments_) {
     if (!ranges.try_emplace(s.addr, Range{s.size, s.stream, s.small_pool, s.expandable}).second)
       fail(Loc{Loc::Segment, s.index}, fmt::format("two segments of device {} start at 0x{:x}", device_, s.addr));
