@@ -173,10 +173,20 @@ void Machine::remember_run(const RunMemo& run) {
   last_run_ = run.hash;
 }
 
-// What the checked path's stack holds after the opcodes take_flat_dict read of `dict` (empty until
-// its SETITEMS): the dict, its MARK, then its `n` pairs' keys and values, and keys[n] when
-// `with_key` (a pair's key read, its value not).
-void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n, bool with_key) {
+// Hands take_flat_dict's `dict` over to the checked path: the memo up to `memo_top`, the dict's
+// header (empty until its SETITEMS), and the stack the checked path would have after the opcodes
+// read: the dict, its MARK, its `n` pairs' keys and values, and keys[n] when `with_key` (a pair's
+// key read, its value not). When `list_run_end` is set, the value is the skipped frames `list`:
+// it too, its MARK, and the values of the GETs in [list_run_start, list_run_end), which
+// valid_get_run_end checked. Out of line: inlined in the pair loop, this cost ~12 instructions on
+// every entry of a snapshot without frames (register pressure), and [[gnu::cold]] ~40.
+void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n, bool with_key,
+                             Value* memo_top, const Value& list, const unsigned char* list_run_start,
+                             const unsigned char* list_run_end) {
+  memo_.set_top(memo_top);
+  memo_count_ = memo_.size();
+  arena_.take(kFlatDictHeader);
+  *dict.dict = DictObject{};
   push(dict);
   mark();
   for (std::size_t i = 0; i < n; ++i) {
@@ -184,6 +194,12 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
     push(values[i]);
   }
   if (with_key) push(keys[n]);
+  if (!list_run_end) return;
+  push(list);
+  mark();
+  const Value* const memo = &memo_[0];
+  for (const unsigned char* r = list_run_start; r < list_run_end; r += kGetLength[*r])
+    push(memo[*r == BINGET ? r[1] : load_le<std::uint32_t>(r + 1)]);
 }
 
 // A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs
@@ -224,7 +240,7 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   // The dict and its values go to the arena in one block, written in place and taken at the end
   // (nothing else allocates from the arena meanwhile); the keys gather here until it is known
   // whether they are the last dict's keys.
-  constexpr std::size_t kHeader = (sizeof(DictObject) + 15) & ~std::size_t{15};
+  constexpr std::size_t kHeader = kFlatDictHeader;
   auto* const block = static_cast<unsigned char*>(arena_.peek(kHeader + kMaxPairs * sizeof(Value)));
   Value dict;
   dict.kind = Kind::Dict;
@@ -246,14 +262,11 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   // the MARK as the checked path would have them there, from which it goes on (hand_over_dict);
   // the memo already holds what the MEMOIZEs stored. Giving up instead read the whole dict again
   // one opcode at a time. Returns `q`, the opcode the checked path runs next.
-  auto hand_over = [&](bool with_key) {
-    memo_.set_top(memo_top);
-    memo_count_ = memo_.size();
-    arena_.take(kHeader);  // the dict's header: its pairs go on the stack, for its SETITEMS
-    *dict.dict = DictObject{};
-    hand_over_dict(dict, own_keys ? keys.values : tmpl->keys, values, n, with_key);
+  auto hand_over = [&](bool with_key, const unsigned char* list_run_end = nullptr) {
+    hand_over_dict(dict, own_keys ? keys.values : tmpl->keys, values, n, with_key, memo_top, values[n], q + 1,
+                   list_run_end);
     handed_over = true;
-    return q;
+    return list_run_end ? list_run_end : q;
   };
   for (;;) {
     if (q > last_pair_start) [[unlikely]] {
@@ -369,12 +382,7 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
           if (*run_end != APPENDS) {
             // A bad GET: the checked path reports it. Else a frame dict not seen before, or a FRAME.
             if (kGetLength[*run_end] != 0) return give_up();
-            hand_over(true);
-            push(v);  // the skipped list, its MARK, and the GETs' values (valid_get_run_end checked them)
-            mark();
-            for (const unsigned char* r = q + 1; r < run_end; r += kGetLength[*r])
-              push(memo[*r == BINGET ? r[1] : load_le<std::uint32_t>(r + 1)]);
-            return run_end;
+            return hand_over(true, run_end);  // with the list, its MARK and its GETs' values
           }
           q = run_end + 1;
         }

@@ -328,7 +328,11 @@ class Machine {
   const unsigned char* valid_get_run_end_unpredicted(const unsigned char* at);
   const unsigned char* take_flat_dicts(const unsigned char* at);
   const unsigned char* take_flat_dict(const unsigned char* at, const unsigned char* last_pair_start, bool& handed_over);
-  void hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n, bool with_key);
+  [[gnu::noinline]] void hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n,
+                                        bool with_key, Value* memo_top, const Value& list,
+                                        const unsigned char* list_run_start, const unsigned char* list_run_end);
+  // A flat dict's DictObject in the arena, rounded to the values after it (take_flat_dict).
+  static constexpr std::size_t kFlatDictHeader = (sizeof(DictObject) + 15) & ~std::size_t{15};
   // Readable bytes at the start of a flat dict's pair: a key (5) and a value (10, LONG1 of 8
   // bytes), each maybe followed by MEMOIZE, and the opcode after. A str checks its own length.
   static constexpr std::ptrdiff_t kPairBytes = 24;
