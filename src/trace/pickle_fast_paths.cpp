@@ -256,15 +256,18 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   std::array<std::uint64_t, kMaxPairs> key_bytes;  // as KeyTemplate::bytes
   const KeyTemplate* tmpl = key_template_.memo_overwrites == memo_overwrites_ ? &key_template_ : &kNoKeyTemplate;
   bool own_keys = false;  // keys[] and key_bytes[] hold keys [0, n)
-  std::size_t n = 0;      // pairs read
+  // Keys [0, n]: the template's, or keys[] once own_keys. A pair's key is read from here only where
+  // it is needed (a MEMOIZE or a skipped value after it), not kept as a pointer: most pairs never
+  // look at their key.
+  const Value* key_array = tmpl->keys;
+  std::size_t n = 0;  // pairs read
   const unsigned char* q = at + 3;
   // At an opcode this path does not take but the checked path may (not an error): the stack and
   // the MARK as the checked path would have them there, from which it goes on (hand_over_dict);
   // the memo already holds what the MEMOIZEs stored. Giving up instead read the whole dict again
   // one opcode at a time. Returns `q`, the opcode the checked path runs next.
   auto hand_over = [&](bool with_key, const unsigned char* list_run_end = nullptr) {
-    hand_over_dict(dict, own_keys ? keys.values : tmpl->keys, values, n, with_key, memo_top, values[n], q + 1,
-                   list_run_end);
+    hand_over_dict(dict, key_array, values, n, with_key, memo_top, values[n], q + 1, list_run_end);
     handed_over = true;
     return list_run_end ? list_run_end : q;
   };
@@ -275,10 +278,8 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
     }
     // The key: the template's, by the same bytes, or read and checked. (A template matches only
     // below its size, so n stays below kMaxPairs on that path.)
-    const Value* key;
     const std::uint64_t eight_bytes = load_le<std::uint64_t>(q);
     if ((eight_bytes & tmpl->masks[n]) == tmpl->bytes[n]) [[likely]] {
-      key = &tmpl->keys[n];
       q += tmpl->lengths[n];
     } else {
       if (*q == SETITEMS) break;
@@ -288,6 +289,7 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
         std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());
         own_keys = true;
         tmpl = &kNoKeyTemplate;
+        key_array = keys.values;
       }
       Value& k = keys.values[n];
       key_bytes[n] = kNoKeyBytes;
@@ -307,10 +309,9 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
         return hand_over(false);  // an int key, or a tuple's second item (segments)
       }
       if (((1u << static_cast<unsigned>(k.kind)) & kNotPlainKey) != 0) return give_up();
-      key = &k;
     }
     if (*q == MEMOIZE) {
-      *memo_top++ = *key;
+      *memo_top++ = key_array[n];
       ++q;
     }
     // The value.
@@ -322,7 +323,7 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
         if (index >= static_cast<std::size_t>(memo_top - memo)) return give_up();
         v = memo[index];
         // A shared frames list: skipped, so only under the skip key.
-        if (v.kind == Kind::Skipped && !is_skip_key(*key)) return give_up();
+        if (v.kind == Kind::Skipped && !is_skip_key(key_array[n])) return give_up();
         q += kGetLength[*q];
         break;
       }
@@ -367,7 +368,7 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
         break;
       case EMPTY_LIST:
         // Only the skip key's value: a list of frames, skipped.
-        if (!is_skip_key(*key)) return hand_over(true);  // a list of dicts (a segment's blocks)
+        if (!is_skip_key(key_array[n])) return hand_over(true);  // a list of dicts (a segment's blocks)
         v = skipped(Kind::List);
         ++q;
         if (*q == MEMOIZE) {
