@@ -3,7 +3,9 @@
 // checked by a tight loop and remembered by their bytes (take_get_run); flat dicts (trace
 // entries) are built in place in the arena and share their key arrays, matched by the bytes that
 // fetch them (take_flat_dicts). Each gives up, with nothing changed, on anything the checked path
-// in pickle.cpp would look at closer, so errors and results are those of the checked path.
+// in pickle.cpp would look at closer; a flat dict with a value it does not take is handed over to
+// the checked path there, with the stack the checked path would have. So errors and results are
+// those of the checked path.
 #include "trace/pickle_internal.hpp"
 
 namespace fraglab::pickle::internal {
@@ -64,8 +66,8 @@ const unsigned char* Machine::valid_get_run_end_unpredicted(const unsigned char*
   const bool dense = memo_count_ == memo_size;  // no unset slots
   const unsigned char* const end = end_;
   const unsigned char* q = at;
-  // The other run that followed the last two (a second way: the same two runs are followed by
-  // one of two in turn as often as by the same one).
+  // The other run that followed the last two (the second way: the same two runs may be followed
+  // by one of two in turn).
   {
     const std::uint64_t context = run_context();
     RunSuccessor* const set = &run_successors_[(context >> (64 - kRunSuccessorBits)) & ~std::size_t{1}];
@@ -178,8 +180,8 @@ void Machine::remember_run(const RunMemo& run) {
 // read: the dict, its MARK, its `n` pairs' keys and values, and keys[n] when `with_key` (a pair's
 // key read, its value not). When `list_run_end` is set, the value is the skipped frames `list`:
 // it too, its MARK, and the values of the GETs in [list_run_start, list_run_end), which
-// valid_get_run_end checked. Out of line: inlined in the pair loop, this cost ~12 instructions on
-// every entry of a snapshot without frames (register pressure), and [[gnu::cold]] ~40.
+// valid_get_run_end checked. Out of line: inlined, it takes registers from take_flat_dict's pair
+// loop (~12 instructions on every entry of a snapshot without frames).
 void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n, bool with_key,
                              Value* memo_top, const Value& list, const unsigned char* list_run_start,
                              const unsigned char* list_run_end) {
@@ -209,10 +211,10 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
 // through the stack. Entries list the same keys, fetched by the same GET bytes: while a key's
 // bytes are those of the last dict's key at its position (key_template_), it is that key, with
 // one compare instead of a decode and a check; a dict whose keys all matched shares the last
-// one's key array (DictObject). Only the value goes through a switch. Anything else, or anything
-// the checked path would look at closer (an error, a key that is not plain, a skipped value under
-// another key, the input's last bytes), returns `at` with nothing changed: the checked path then
-// runs the same bytes. Returns the byte after SETITEMS on success, with the dict pushed.
+// one's key array (DictObject). Only the value goes through a switch. Anything the checked path
+// would look at closer (an error, a key that is not plain, a skipped value under another key, the
+// input's last bytes) returns `at` with nothing changed: the checked path then runs the same
+// bytes. Returns the byte after SETITEMS on success, with the dict pushed.
 // `last_pair_start` is the same for every dict of a run: take_flat_dicts() works it out once, as
 // it checks once that the memo is dense (every dict taken leaves it dense).
 // A dict with a value this path does not take (a list of dicts, a tuple, a frame not seen before
