@@ -159,9 +159,23 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
   NodeId hi = leaves_ + last;
   if (lo & 1) store_leaf(lo++);
   if (hi & 1) store_leaf(--hi);
-  for (lo >>= 1, hi >>= 1; lo < hi; lo >>= 1, hi >>= 1) {
-    if (lo & 1) store_own(lo++);
-    if (hi & 1) store_own(--hi);
+  lo >>= 1;
+  hi >>= 1;
+  if (lo < hi) {  // (height 1: no own sets, the run goes to both leaves of a canonical node there)
+    if (lo & 1) {
+      store_leaf(2 * lo);
+      store_leaf(2 * lo + 1);
+      ++lo;
+    }
+    if (hi & 1) {
+      --hi;
+      store_leaf(2 * hi);
+      store_leaf(2 * hi + 1);
+    }
+    for (lo >>= 1, hi >>= 1; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) store_own(lo++);
+      if (hi & 1) store_own(--hi);
+    }
   }
   // Begin: the first leaf (unless it was a canonical node above) and the begin sets of its
   // ancestors, bottom up, up to the first that held the run: a set read later has had every
@@ -232,7 +246,7 @@ inline bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last
   const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
   const NodeId deepest = refresh_covers(first_leaf, 1, top + 1, changed);
   if (deepest != 0) add_part(covers_[deepest].runs);
-  add_uncached_own(first_leaf, 1, height_ + 1);
+  add_uncached_own(first_leaf, 2, height_ + 1);  // (height 1 keeps no own set)
   return true;
 }
 

@@ -13,17 +13,22 @@
 // become one run, so a set is a union of buffers, usually of few runs):
 //  - own: the buffers whose slot range covers the node's whole range and none of its ancestors'
 //    (the node is one of the O(log n) canonical pieces of the buffer's range); the buffers live
-//    at slot s are the own sets of leaf s and its ancestors;
+//    at slot s are the own sets of leaf s and its ancestors. Nodes at height 1 keep none: a run
+//    whose canonical piece is one goes to the sets of its two leaves instead (live at both, so a
+//    leaf's set still only holds buffers live at it). A query then reads one set fewer per
+//    placement for one more leaf insert now and then (on lm2.7b -1.6 % of the replay's
+//    instructions; every other level without own sets, like a 4-ary tree: +6 %);
 //  - begins: the buffers whose range begins in the node's range (a parent's holds its
 //    children's). A leaf keeps one set for both: own and begins of leaf s are all live at s, so
 //    either can stand for the other in a query whose range holds s;
 //  - cover (upper levels only, a cache): the union of own over the node and its ancestors: every
 //    buffer live during the node's whole range.
-// A query's answer is the set of leaf `first`, the cover of its parent (with the own sets of the
-// uncached ancestors below it), and the begin sets of the canonical nodes of (first, last): a
-// handful of merged sets instead of every buffer live in Q (on training traces ~1000 buffers in
-// ~10-20 runs). An insert adds the run to the own sets of its range's canonical nodes and to the
-// begin sets on the path from its first leaf up, bottom up, stopping at the first that held it.
+// A query's answer is the set of leaf `first`, the cover of its lowest cached ancestor (with the
+// own sets of the uncached ancestors below it), and the begin sets of the canonical nodes of
+// (first, last): a handful of merged sets instead of every buffer live in Q (on training traces
+// ~1000 buffers in ~10-20 runs). An insert adds the run to the own sets of its range's canonical
+// nodes and to the begin sets on the path from its first leaf up, bottom up, stopping at the first
+// that held it.
 //
 // The cover cache is rebuilt lazily, top down along a query's path (from the highest node whose
 // slots all lie below `slots`: those above it span past the last slot, so no range covers them
@@ -33,9 +38,9 @@
 // insert that last changed its own set; the walk carries the latest along the path). A cover that
 // would be a copy of its parent's cover or of its own set (the other being empty) shares that
 // block instead. Deep nodes change too often between visits for a cache to pay, so below
-// `cached_depth` (13 by default) the own sets are read one by one instead, and so are those at
-// height 1 always: there, reading the one own set costs less than rebuilding a cover after every
-// change above (measured: -1 % to -11 % of the plan's instructions on the real snapshots).
+// `cached_depth` (13 by default) the own sets are read one by one instead, and height 1 keeps no
+// cover: with covers down to height 1, the rebuilds after every change above cost more than they
+// saved (measured: -1 % to -11 % of the plan's instructions on the real snapshots without them).
 //
 // Queries known in advance (the planner's case: one query per request, in placement order): a
 // node's begin set is read only by the queries that have it as a canonical node (a leaf's set
