@@ -157,6 +157,8 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
   const NodeId first_leaf = leaves_ + first;
   NodeId lo = first_leaf;
   NodeId hi = leaves_ + last;
+  // Whether the first leaf's set has the run from this walk already (the begins walk below skips it).
+  bool first_leaf_stored = (first & 1) != 0 || last == first + 1;
   if (lo & 1) store_leaf(lo++);
   if (hi & 1) store_leaf(--hi);
   lo >>= 1;
@@ -165,23 +167,25 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
     if (lo & 1) {
       store_leaf(2 * lo);
       store_leaf(2 * lo + 1);
+      first_leaf_stored |= 2 * lo == first_leaf;
       ++lo;
     }
     if (hi & 1) {
       --hi;
       store_leaf(2 * hi);
       store_leaf(2 * hi + 1);
+      first_leaf_stored |= 2 * hi == first_leaf;
     }
     for (lo >>= 1, hi >>= 1; lo < hi; lo >>= 1, hi >>= 1) {
       if (lo & 1) store_own(lo++);
       if (hi & 1) store_own(--hi);
     }
   }
-  // Begin: the first leaf (unless it was a canonical node above) and the begin sets of its
+  // Begin: the first leaf (unless the walk above stored to it) and the begin sets of its
   // ancestors, bottom up, up to the first that held the run: a set read later has had every
   // insert so far, so when it holds the run already, so do those above it (a parent's begin set
   // holds its children's) that are read later.
-  if ((first & 1) == 0 && last != first + 1 && later(nodes[first_leaf].begins_read_until)) {
+  if (!first_leaf_stored && later(nodes[first_leaf].begins_read_until)) {
     sets_.add_run(nodes[first_leaf].own, taken);
   }
   for (NodeId v = first_leaf >> 1; v != 0; v >>= 1) {  // (the ancestors, up to the root)
