@@ -438,6 +438,10 @@ void SnapshotReader::index(const Value& root) {
     with_data_.insert(d);
   }
   DictLayout<kSegmentKeys.size()> keys{kSegmentKeys};
+  // Segments come grouped by device (all of one device in a one-GPU snapshot): the last device's
+  // list is kept at hand, so a segment costs no set insert and no map lookup.
+  std::uint64_t last_device = 0;
+  std::vector<std::size_t>* last_device_segments = nullptr;
   for (std::size_t i = 0; i < segment_list_.size(); ++i) {
     const Loc where{Loc::Segment, i};
     if (!segment_list_[i].is_dict()) fail(where, "expected a dict");
@@ -446,8 +450,12 @@ void SnapshotReader::index(const Value& root) {
     if (device > kMaxDevice)
       fail(where, fmt::format("key 'device': device index {} is beyond {} (expected a CUDA device index)", device,
                               kMaxDevice));
-    with_data_.insert(device);
-    segments_by_device_[device].push_back(i);
+    if (!last_device_segments || device != last_device) {
+      with_data_.insert(device);
+      last_device = device;
+      last_device_segments = &segments_by_device_[device];  // std::map: stays valid
+    }
+    last_device_segments->push_back(i);
   }
   indexed_ = true;
 }
@@ -854,8 +862,13 @@ void SnapshotReader::rebuild_segments(Trace& trace) const {
   std::pmr::monotonic_buffer_resource pool((segments_.size() + 2 * segment_entries_.size() + 4) * 64);
   std::pmr::map<Addr, Range> ranges(&pool);
   for (const SnapshotSegment& s : segments_) {
-    if (!ranges.try_emplace(s.addr, Range{s.size, s.stream, s.small_pool, s.expandable}).second)
+    const Range range{s.size, s.stream, s.small_pool, s.expandable};
+    // PyTorch lists segments in address order: each goes after the last, with no search.
+    if (ranges.empty() || s.addr > ranges.rbegin()->first) {
+      ranges.emplace_hint(ranges.end(), s.addr, range);
+    } else if (!ranges.try_emplace(s.addr, range).second) {
       fail(Loc{Loc::Segment, s.index}, fmt::format("two segments of device {} start at 0x{:x}", device_, s.addr));
+    }
   }
   // The range containing [addr, addr + size), or end().
   auto containing = [&](Addr addr, Bytes size) {
