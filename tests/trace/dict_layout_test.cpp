@@ -68,6 +68,32 @@ TEST(DictLayout, FindsWhatFindFindsWhateverTheLastDictWas) {
   for (std::size_t f = 0; f < kNames.size(); ++f) EXPECT_EQ(layout.get(dicts[6], f), nullptr);
 }
 
+TEST(DictLayout, AlternatingLayoutsReadLikeFindAndChargeLikeOne) {
+  // Two orders of the same keys in turn (as PyTorch's segments list 'frames' and 'blocks'): the
+  // second layout is remembered, yet look_at() reports each change as one layout would.
+  const std::string bytes = from_hex(
+      "8004957d000000000000005d94287d94288c0161944b018c0162944b028c0163944b03757d942868024b046803"
+      "4b0568044b06757d942868044b0768034b1168024b08757d942868044b0768024b08757d942868024b0968034b"
+      "0a68044b0b8c0164944b0c757d94284b018c01789468024b0d755d947d942868024b0e68034b0f68044b107565"
+      "2e");
+  PickleDocument doc(bytes, "layouts.pickle");
+  const auto dicts = doc.root().items();
+  DictLayout<4> layout(kNames);
+  EXPECT_EQ(layout.look_at(dicts[1]), 3u);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(layout.look_at(dicts[2]), 3u) << "round " << round;  // a change of layout
+    EXPECT_EQ(layout.look_at(dicts[2]), 0u) << "round " << round;
+    EXPECT_EQ(layout.get(dicts[2], 0)->integer, 8);
+    EXPECT_EQ(layout.get(dicts[2], 1)->integer, 17);
+    EXPECT_EQ(layout.get(dicts[2], 2)->integer, 7);
+    EXPECT_EQ(layout.look_at(dicts[0]), 3u) << "round " << round;
+    EXPECT_EQ(layout.get(dicts[0], 0)->integer, 1);
+    EXPECT_EQ(layout.get(dicts[0], 2)->integer, 3);
+    EXPECT_EQ(layout.look_at(dicts[1]), 0u) << "round " << round;  // the same keys as dicts[0]
+    expect_like_find(layout, dicts[1], "round " + std::to_string(round));
+  }
+}
+
 TEST(DictLayout, TheLastOfDuplicateKeysWins) {
   // {'a': 1, 'a': 2, 'b': 3} as SETITEMS writes it (no pickler makes this; a dict loaded from it
   // holds a = 2), then the same pairs again with the key strings from the memo.
