@@ -130,6 +130,9 @@ std::string_view start_state_name(StartState s);  // "recorded", "cold"
 struct ReplayOptions {
   bool stop_on_oom = false;
   StartState start_state = StartState::Recorded;
+  // Fill ReplayResult::detailed_stats. Off where nothing reads them (a replay without --stats, a
+  // sweep): the policy's listing builds ~120 keys as strings at every run's end.
+  bool detailed_stats = true;
 };
 
 struct ReplayResult {
@@ -143,8 +146,8 @@ struct ReplayResult {
   bool stopped_on_oom = false;
   std::uint64_t events_replayed = 0;
   double seconds = 0;  // wall time of the replay loop (informational; not deterministic)
-  std::vector<std::pair<std::string, std::int64_t>> detailed_stats;
-  std::vector<std::string> notes;  // the policy's notes on its options
+  std::vector<std::pair<std::string, std::int64_t>> detailed_stats;  // empty unless ReplayOptions::detailed_stats
+  std::vector<std::string> notes;                                    // the policy's notes on its options
   // Set when the run was watched by an InvariantChecker: how many violations, and the first few.
   std::optional<std::uint64_t> invariant_violations;
   std::vector<std::string> invariant_messages;

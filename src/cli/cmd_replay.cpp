@@ -92,6 +92,7 @@ int cmd_replay(int argc, char** argv) {
   report.include_timing = vm.count("timing") > 0;
   ReplayOptions replay;
   replay.stop_on_oom = vm.count("stop-on-oom") > 0;
+  replay.detailed_stats = report.include_stats;  // the only reader: the text and JSON reports
 
   // A JSONL trace is streamed into the replays when nothing asked for needs it whole
   // (streamed_replay.hpp); otherwise, or when the file turns out to need it, it is read whole.

@@ -426,7 +426,7 @@ ReplayResult Replayer::finish() {
   if (const std::optional<double> measured = device_.measured_seconds(); measured && measured_at_start_)
     m.measured_device_time_s = *measured - *measured_at_start_;
   m.host_bytes_moved = policy_.host_bytes_moved();
-  result.detailed_stats = policy_.detailed_stats();
+  if (options_.detailed_stats) result.detailed_stats = policy_.detailed_stats();
   result.notes = policy_.notes();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_->started).count();
   run_.reset();

@@ -93,6 +93,7 @@ SweepRunStats run_sweep(std::size_t count, const std::function<SweepJob(std::siz
         }
         ReplayOptions replay = options.replay;
         replay.start_state = job.start_state;
+        replay.detailed_stats = false;  // no sweep output reads them
         PolicyOnDevice run(job.spec, device);
         if (group != nullptr) run.policy().record_coverage();
         const ReplayResult result = run.run(*job.trace, replay, {.check_invariants = options.check_invariants});
