@@ -14,6 +14,7 @@
 #include <numeric>
 #include <span>
 
+#include "pytorch/address_order.hpp"
 #include "pytorch/caching_allocator.hpp"
 #include "pytorch/rounding.hpp"
 #include "pytorch/start_evidence.hpp"
@@ -30,9 +31,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
   // evidence): only this very setting rebuilds the same start (decision_bounds.hpp).
   if (std::any_of(allocs.begin(), allocs.end(), [](const InitialAllocation& a) { return a.block_size == 0; }))
     bounds_.pin_start(config_.max_split_size);
-  std::vector<std::size_t> seg_order(segs.size());
-  std::iota(seg_order.begin(), seg_order.end(), 0);
-  std::sort(seg_order.begin(), seg_order.end(), [&](auto a, auto b) { return segs[a].addr < segs[b].addr; });
+  const std::vector<std::size_t> seg_order = by_address(segs);
 
   // Which segment holds each allocation (allocations per segment, in address order), as one
   // array grouped by segment: held(s) is segment s's part (no vector per segment to allocate).
@@ -43,9 +42,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
   if (evidence != nullptr && evidence->by_address.size() == allocs.size()) {
     alloc_order = evidence->by_address;
   } else {
-    alloc_order.resize(allocs.size());
-    std::iota(alloc_order.begin(), alloc_order.end(), 0);
-    std::sort(alloc_order.begin(), alloc_order.end(), [&](auto a, auto b) { return allocs[a].addr < allocs[b].addr; });
+    sort_by_address(alloc_order, allocs);
   }
   std::vector<std::size_t> seg_of(allocs.size());     // by position in alloc_order
   std::vector<std::size_t> held_at(segs.size() + 1);  // segment s: [held_at[s], held_at[s + 1])

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "fraglab/id_index.hpp"
+#include "pytorch/address_order.hpp"
 #include "pytorch/rounding.hpp"
 
 namespace fraglab::cca {
@@ -47,13 +48,9 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
   const Bytes ms = config.max_split_size;
   const Bytes slack = config.oversize_slack();
 
-  std::vector<std::size_t> seg_order(segs.size());
-  std::iota(seg_order.begin(), seg_order.end(), 0);
-  std::sort(seg_order.begin(), seg_order.end(), [&](auto x, auto y) { return segs[x].addr < segs[y].addr; });
+  const std::vector<std::size_t> seg_order = by_address(segs);
   std::vector<std::size_t>& order = out.by_address;  // allocations by address
-  order.resize(allocs.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](auto x, auto y) { return allocs[x].addr < allocs[y].addr; });
+  sort_by_address(order, allocs);
   auto segment_of = [&](Addr addr) -> const InitialSegment* {
     auto it = std::upper_bound(seg_order.begin(), seg_order.end(), addr,
                                [&](Addr v, std::size_t s) { return v < segs[s].addr; });
@@ -139,8 +136,7 @@ StartEvidence infer_start_blocks(const Trace& trace, const Config& config) {
   // a sorted array with a flag each (only ever shrinks; cheaper than a node per segment).
   std::vector<Addr> segment_addrs;
   segment_addrs.reserve(segs.size());
-  for (const InitialSegment& s : segs) segment_addrs.push_back(s.addr);
-  std::sort(segment_addrs.begin(), segment_addrs.end());
+  for (std::size_t s : seg_order) segment_addrs.push_back(segs[s].addr);  // sorted (equal ones adjacent)
   segment_addrs.erase(std::unique(segment_addrs.begin(), segment_addrs.end()), segment_addrs.end());
   std::vector<char> untouched_flag(segment_addrs.size(), 1);
   auto untouched_slot = [&](Addr addr) -> char* {
