@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <span>
 
@@ -71,6 +72,30 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
   std::vector<std::optional<Block>> result(allocs.size());
   std::vector<NodeId> free_nodes;
 
+  // The allocations' stat increases (§8), summed per pool and applied at once: adopting only ever
+  // increases these stats, so one increase by the sum leaves the same current, allocated and
+  // peak as one per allocation. Applied before split_active() copies the allocation stats.
+  struct Sums {
+    std::array<Bytes, 2> allocation{}, allocated_bytes{}, active{}, active_bytes{}, requested_bytes{};
+    Bytes oversize_allocations = 0;
+  } sums;
+  auto apply_sums = [&] {
+    for (const PoolKind pool : {PoolKind::Small, PoolKind::Large}) {
+      const auto p = static_cast<std::size_t>(pool);
+      if (sums.allocation[p] != 0) {
+        stats_.allocation.increase(pool, sums.allocation[p]);
+        stats_.allocated_bytes.increase(pool, sums.allocated_bytes[p]);
+      }
+      if (sums.active[p] != 0) {
+        stats_.active.increase(pool, sums.active[p]);
+        stats_.active_bytes.increase(pool, sums.active_bytes[p]);
+      }
+      if (sums.requested_bytes[p] != 0) stats_.requested_bytes.increase(pool, sums.requested_bytes[p]);
+    }
+    if (sums.oversize_allocations != 0) stats_.oversize_allocations.increase(sums.oversize_allocations);
+    sums = Sums{};
+  };
+
   // Lays out one mapped run [start, start + size) (addresses already shifted) after `prev`;
   // returns the last node.
   auto build_run = [&](NodeId prev, Addr start, Bytes size, std::int64_t shift, std::span<const std::size_t> in,
@@ -120,22 +145,26 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
       Node& n = nodes_[id];
       n.requested = a.requested;
       n.serial = ++serial_;
+      const auto p = static_cast<std::size_t>(pool);
       if (a.free_requested) {
-        split_active();  // the active stats start to differ from the allocation stats
+        if (!active_split_) {  // the active stats start to differ from the allocation stats
+          apply_sums();
+          split_active();
+        }
         n.pending = true;
         pending_.emplace_back(id, n.serial);
         ++pending_live_;
       } else {
         n.allocated = true;
-        stats_.allocation.increase(pool, 1);
-        stats_.allocated_bytes.increase(pool, block);
-        if (block >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+        ++sums.allocation[p];
+        sums.allocated_bytes[p] += block;
+        if (block >= config_.max_split_size) ++sums.oversize_allocations;
       }
       if (active_split_) {  // else they are the allocation stats (split_active())
-        stats_.active.increase(pool, 1);
-        stats_.active_bytes.increase(pool, block);
+        ++sums.active[p];
+        sums.active_bytes[p] += block;
       }
-      stats_.requested_bytes.increase(pool, a.requested);
+      sums.requested_bytes[p] += a.requested;
       result[in[k]] = Block{addr, block, a.requested, stream, cookie_of(id, n)};
       cursor = addr + block;
     }
@@ -232,6 +261,7 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
     i = j;
   }
 
+  apply_sums();
   for (NodeId id : free_nodes) insert_into_blocks(pool_of(nodes_[id].pool), id);
   return result;
 }
