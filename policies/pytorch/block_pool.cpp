@@ -2,21 +2,36 @@
 #include "pytorch/block_pool.hpp"
 
 #include <algorithm>
+#include <cassert>
+#include <memory>
+#include <utility>
 
 namespace fraglab::cca {
 
-void StreamBlocks::Class::grow() {
-  const std::uint32_t cap = buf_.empty() ? 4 : 2 * (mask_ + 1);
-  std::vector<Entry> bigger(cap);
+void StreamBlocks::Class::grow() {  // a full class (insert() hands an empty one its first buffer)
+  assert(cap_ > 0);
+  const std::uint32_t cap = 2 * cap_;
+  auto* bigger = new Entry[cap];
   for (std::uint32_t k = 0; k < n_; ++k) bigger[k] = (*this)[k];
-  buf_.swap(bigger);
+  if (cap_ > kFirstCapacity) delete[] buf_;
+  buf_ = bigger;
   head_ = 0;
   mask_ = cap - 1;
   cap_ = cap;
 }
 
+StreamBlocks::Entry* StreamBlocks::first_buffer() {
+  constexpr std::size_t kChunkSlots = 32 * Class::kFirstCapacity;
+  if (first_next_ == first_end_) {
+    first_chunks_.push_back(std::make_unique_for_overwrite<Entry[]>(kChunkSlots));
+    first_next_ = first_chunks_.back().get();
+    first_end_ = first_next_ + kChunkSlots;
+  }
+  return std::exchange(first_next_, first_next_ + Class::kFirstCapacity);
+}
+
 void StreamBlocks::Class::insert_slow(std::uint32_t i, const Entry& e) {
-  if (n_ == cap_) grow();  // full, or no buffer yet (both 0)
+  if (n_ == cap_) grow();  // full
   Class& self = *this;
   if (i < n_ - i) {  // the front is shorter: it moves one slot down
     head_ = (head_ - 1) & mask_;

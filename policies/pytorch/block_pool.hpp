@@ -19,6 +19,7 @@
 #include <cassert>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -137,6 +138,8 @@ class StreamBlocks {
     Class& cl = classes_[c];
     if (cl.empty()) {  // a class that was empty: no search
       mark(c);
+      if (cl.capacity() == 0) [[unlikely]]
+        cl.take_first_buffer(first_buffer());
       cl.insert(0, Entry{key, id});
       return;
     }
@@ -220,6 +223,28 @@ class StreamBlocks {
   // ends change without moving the rest; a change in the middle moves the shorter side.
   class Class {
    public:
+    // A class's first kFirstCapacity slots come from its StreamBlocks' chunks (first_buffer());
+    // a larger buffer is its own.
+    static constexpr std::uint32_t kFirstCapacity = 4;
+    Class() = default;
+    Class(const Class&) = delete;
+    Class& operator=(const Class&) = delete;
+    Class(Class&& other) noexcept
+        : buf_(std::exchange(other.buf_, nullptr)),
+          head_(other.head_),
+          n_(std::exchange(other.n_, 0)),
+          mask_(other.mask_),
+          cap_(std::exchange(other.cap_, 0)) {}
+    Class& operator=(Class&&) = delete;
+    ~Class() {
+      if (cap_ > kFirstCapacity) delete[] buf_;
+    }
+    std::uint32_t capacity() const { return cap_; }
+    void take_first_buffer(Entry* slots) {  // an empty class without a buffer
+      buf_ = slots;
+      mask_ = kFirstCapacity - 1;
+      cap_ = kFirstCapacity;
+    }
     std::uint32_t size() const { return n_; }
     bool empty() const { return n_ == 0; }
     Entry& operator[](std::uint32_t i) { return buf_[(head_ + i) & mask_]; }
@@ -256,12 +281,16 @@ class StreamBlocks {
     void insert_slow(std::uint32_t i, const Entry& e);
     void erase_slow(std::uint32_t i);
     void grow();
-    std::vector<Entry> buf_;  // capacity: a power of two (mask_ + 1) or nothing
+    Entry* buf_ = nullptr;    // capacity: a power of two (mask_ + 1) or nothing
     std::uint32_t head_ = 0;  // the slot of entry 0
     std::uint32_t n_ = 0;
     std::uint32_t mask_ = 0;
-    std::uint32_t cap_ = 0;  // buf_.size(): mask_ + 1, or 0 before the first grow()
+    std::uint32_t cap_ = 0;  // mask_ + 1, or 0 before the first buffer
   };
+  // kFirstCapacity slots for a class's first buffer, cut from a chunk: most classes that ever
+  // hold a block get one (lm2.7b-ctx128: ~100 per run, few grow further), and a heap allocation
+  // each cost more than the rest of the growth.
+  [[gnu::noinline]] Entry* first_buffer();
   static constexpr std::uint32_t kWords = kClasses / 64;
 
   bool has(std::uint32_t c) const { return (words_[c >> 6] >> (c & 63)) & 1; }
@@ -329,6 +358,9 @@ class StreamBlocks {
   }
 
   std::vector<Class> classes_ = std::vector<Class>(kClasses);
+  std::vector<std::unique_ptr<Entry[]>> first_chunks_;  // the first buffers' slots
+  Entry* first_next_ = nullptr;                         // the next unused slot of the last chunk
+  Entry* first_end_ = nullptr;
   std::uint64_t words_[kWords] = {};
   std::uint64_t summary_ = 0;  // bit w: words_[w] != 0
   std::size_t size_ = 0;
