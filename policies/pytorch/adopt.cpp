@@ -71,6 +71,10 @@ std::vector<std::optional<Block>> CachingAllocator::adopt(const InitialState& in
 
   std::vector<std::optional<Block>> result(allocs.size());
   std::vector<NodeId> free_nodes;
+  // The nodes made below, at most: per allocation one and the gap before it; per segment the gap
+  // at its end, and for an expandable run unmapped space on either side. Room for them at once
+  // instead of a few reallocations of the node array (each copying every node so far).
+  nodes_.reserve(nodes_.slots() + 2 * allocs.size() + 3 * segs.size());
 
   // The allocations' stat increases (§8), summed per pool and applied at once: adopting only ever
   // increases these stats, so one increase by the sum leaves the same current, allocated and

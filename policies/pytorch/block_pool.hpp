@@ -83,6 +83,7 @@ class NodeArena {
   Node& operator[](NodeId id) { return nodes_[id]; }
   const Node& operator[](NodeId id) const { return nodes_[id]; }
   std::size_t slots() const { return nodes_.size(); }
+  void reserve(std::size_t slots) { nodes_.reserve(slots); }
 
  private:
   std::vector<Node> nodes_;
