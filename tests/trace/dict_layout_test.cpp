@@ -24,6 +24,17 @@ using testing::from_hex;
 
 constexpr std::array<std::string_view, 4> kNames{"a", "b", "c", "d"};
 
+// CPython 3.11, pickle.dumps(v, protocol=4) for
+//   [{'a': 1, 'b': 2, 'c': 3}, {'a': 4, 'b': 5, 'c': 6}, {'c': 7, 'b': 17, 'a': 8},
+//    {'c': 7, 'a': 8}, {'a': 9, 'b': 10, 'c': 11, 'd': 12}, {1: 'x', 'a': 13}, [],
+//    {'a': 14, 'b': 15, 'c': 16}]
+// The third has the first two's number of keys in another order.
+constexpr std::string_view kLayoutsHex =
+    "8004957d000000000000005d94287d94288c0161944b018c0162944b028c0163944b03757d942868024b046803"
+    "4b0568044b06757d942868044b0768034b1168024b08757d942868044b0768024b08757d942868024b0968034b"
+    "0a68044b0b8c0164944b0c757d94284b018c01789468024b0d755d947d942868024b0e68034b0f68044b107565"
+    "2e";
+
 // get() for every name equals find(), after look_at().
 void expect_like_find(DictLayout<4>& layout, const Value& dict, const std::string& what) {
   layout.look_at(dict);
@@ -32,16 +43,7 @@ void expect_like_find(DictLayout<4>& layout, const Value& dict, const std::strin
 }
 
 TEST(DictLayout, FindsWhatFindFindsWhateverTheLastDictWas) {
-  // CPython 3.11, pickle.dumps(v, protocol=4) for
-  //   [{'a': 1, 'b': 2, 'c': 3}, {'a': 4, 'b': 5, 'c': 6}, {'c': 7, 'b': 17, 'a': 8},
-  //    {'c': 7, 'a': 8}, {'a': 9, 'b': 10, 'c': 11, 'd': 12}, {1: 'x', 'a': 13}, [],
-  //    {'a': 14, 'b': 15, 'c': 16}]
-  // The third has the first two's number of keys in another order.
-  const std::string bytes = from_hex(
-      "8004957d000000000000005d94287d94288c0161944b018c0162944b028c0163944b03757d942868024b046803"
-      "4b0568044b06757d942868044b0768034b1168024b08757d942868044b0768024b08757d942868024b0968034b"
-      "0a68044b0b8c0164944b0c757d94284b018c01789468024b0d755d947d942868024b0e68034b0f68044b107565"
-      "2e");
+  const std::string bytes = from_hex(kLayoutsHex);  // the values point into it
   PickleDocument doc(bytes, "layouts.pickle");
   const auto dicts = doc.root().items();
   ASSERT_EQ(dicts.size(), 8u);
@@ -71,11 +73,7 @@ TEST(DictLayout, FindsWhatFindFindsWhateverTheLastDictWas) {
 TEST(DictLayout, AlternatingLayoutsReadLikeFindAndChargeLikeOne) {
   // Two orders of the same keys in turn (as PyTorch's segments list 'frames' and 'blocks'): the
   // second layout is remembered, yet look_at() reports each change as one layout would.
-  const std::string bytes = from_hex(
-      "8004957d000000000000005d94287d94288c0161944b018c0162944b028c0163944b03757d942868024b046803"
-      "4b0568044b06757d942868044b0768034b1168024b08757d942868044b0768024b08757d942868024b0968034b"
-      "0a68044b0b8c0164944b0c757d94284b018c01789468024b0d755d947d942868024b0e68034b0f68044b107565"
-      "2e");
+  const std::string bytes = from_hex(kLayoutsHex);  // the values point into it
   PickleDocument doc(bytes, "layouts.pickle");
   const auto dicts = doc.root().items();
   DictLayout<4> layout(kNames);
