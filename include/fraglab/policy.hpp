@@ -174,6 +174,11 @@ class Policy {
   virtual Bytes held_on_host() const { return 0; }
   // Policy-specific statistics in a stable order, e.g. PyTorch's memory_stats() keys.
   virtual std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const { return {}; }
+  // Tells the policy, before prepare(), that nothing reads detailed_stats() after the replay that
+  // follows (a replay without --stats, a sweep): it may skip keeping figures that only they
+  // report (pytorch's usage statistics), and then detailed_stats() throws std::logic_error. No
+  // decision, Metrics figure or OOM message may change by it. The default keeps them.
+  virtual void skip_detailed_stats() {}
   virtual std::vector<SegmentView> segments() const { return {}; }
   // The free bytes of segments() classified relative to the stream of the latest request
   // (nullopt: none yet), for the fragmentation anatomy (fraglab/anatomy.hpp). The default is

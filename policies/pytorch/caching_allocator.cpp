@@ -31,7 +31,13 @@ CachingAllocator::CachingAllocator(Config config, Device& device)
 
 // ---- malloc (§5) ------------------------------------------------------------------------------
 
-bool CachingAllocator::malloc(Bytes size, StreamId stream, Block& out) {
+void CachingAllocator::skip_usage_stats() {
+  if (total_ != 0 || serial_ != 0) throw std::logic_error("skip_usage_stats() after the first request");
+  keep_usage_stats_ = false;
+}
+
+template <bool kUsageStats>
+bool CachingAllocator::malloc_keeping(Bytes size, StreamId stream, Block& out) {
   if (size == 0) {
     out = Block{0, 0, 0, stream, kZeroCookie};  // PyTorch returns a null pointer
     return true;
@@ -65,7 +71,7 @@ bool CachingAllocator::malloc(Bytes size, StreamId stream, Block& out) {
     oom(r);
     return false;
   }
-  alloc_found_block(r, out);
+  alloc_found_block<kUsageStats>(r, out);
   return true;
 }
 
@@ -167,6 +173,7 @@ bool CachingAllocator::should_split(const Node& block, Bytes rounded) const {
 }
 
 // §5 step 7 / §4.2 / §4.4: carve from the low end, account inactive splits, mark allocated.
+template <bool kUsageStats>
 void CachingAllocator::alloc_found_block(Request& r, Block& out) {
   const PoolKind pool = r.pool->kind;
   const bool split = should_split(nodes_[r.block], r.rounded);
@@ -194,7 +201,7 @@ void CachingAllocator::alloc_found_block(Request& r, Block& out) {
     b.next = rest;
     b.size = r.rounded;
     take_found_block(r, rest);
-    if (!b.expandable()) {
+    if (kUsageStats && !b.expandable()) {
       if (already_split) {
         stats_.inactive_split_bytes.decrease(pool, r.rounded);  // an inactive split block shrinks
       } else {
@@ -204,7 +211,7 @@ void CachingAllocator::alloc_found_block(Request& r, Block& out) {
     }
   } else {
     take_found_block(r, kNil);
-    if (already_split && !nodes_[r.block].expandable()) {
+    if (kUsageStats && already_split && !nodes_[r.block].expandable()) {
       stats_.inactive_split_bytes.decrease(pool, nodes_[r.block].size);
       stats_.inactive_split.decrease(pool, 1);
     }
@@ -213,14 +220,16 @@ void CachingAllocator::alloc_found_block(Request& r, Block& out) {
   b.allocated = true;
   b.requested = r.requested;
   b.serial = ++serial_;
-  stats_.allocation.increase(pool, 1);
-  stats_.allocated_bytes.increase(pool, b.size);
-  if (active_split_) {  // else they are the allocation stats (split_active())
-    stats_.active.increase(pool, 1);
-    stats_.active_bytes.increase(pool, b.size);
+  if constexpr (kUsageStats) {
+    stats_.allocation.increase(pool, 1);
+    stats_.allocated_bytes.increase(pool, b.size);
+    if (active_split_) {  // else they are the allocation stats (split_active())
+      stats_.active.increase(pool, 1);
+      stats_.active_bytes.increase(pool, b.size);
+    }
+    stats_.requested_bytes.increase(pool, b.requested);
+    if (b.size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
   }
-  stats_.requested_bytes.increase(pool, b.requested);
-  if (b.size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
   out = Block{b.addr, b.size, b.requested, b.stream, cookie_of(r.block, b)};
 }
 
@@ -252,7 +261,8 @@ void CachingAllocator::oom(const Request& r) {
   // cudaMemGetInfo's free bytes (memory outside the allocator counts as used).
   facts.device_free = device_.free_memory();
   facts.allowed = allowed_;
-  facts.allocated = static_cast<Bytes>(stats_.allocated_bytes.all().current);
+  facts.allocated =
+      keep_usage_stats_ ? static_cast<Bytes>(stats_.allocated_bytes.all().current) : allocated_block_bytes();
   facts.reserved = static_cast<Bytes>(stats_.reserved_bytes.all().current);
   last_oom_ = oom_message(facts);
 }
@@ -273,9 +283,11 @@ void CachingAllocator::free_requested(const Block& block) {
   if (n == nullptr || !n->allocated) return;
   split_active();  // before allocation drops: active keeps counting the pending block
   n->allocated = false;
-  stats_.allocation.decrease(n->pool, 1);
-  stats_.allocated_bytes.decrease(n->pool, n->size);
-  if (n->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+  if (keep_usage_stats_) {
+    stats_.allocation.decrease(n->pool, 1);
+    stats_.allocated_bytes.decrease(n->pool, n->size);
+    if (n->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+  }
   n->pending = true;  // still active, not reusable until completed (§6 step 2)
   const NodeId id = static_cast<NodeId>(block.cookie & 0xffffffffu);
   pending_.emplace_back(id, n->serial);
@@ -287,7 +299,12 @@ void CachingAllocator::free_completed(const Block& block) {
   if (n == nullptr || !n->pending) return;  // e.g. already completed by empty_cache (§5.3 step 1)
   n->pending = false;
   --pending_live_;
-  free_block_body(static_cast<NodeId>(block.cookie & 0xffffffffu));
+  const NodeId id = static_cast<NodeId>(block.cookie & 0xffffffffu);
+  if (keep_usage_stats_) {
+    free_block_body<true>(id);
+  } else {
+    free_block_body<false>(id);
+  }
   if (pending_.size() > 64 && pending_.size() > 2 * pending_live_) {
     std::erase_if(pending_, [this](const auto& p) {
       const Node& m = nodes_[p.first];
@@ -296,28 +313,38 @@ void CachingAllocator::free_completed(const Block& block) {
   }
 }
 
-void CachingAllocator::free(const Block& block) {
+template <bool kUsageStats>
+void CachingAllocator::free_keeping(const Block& block) {
   Node* n = lookup(block);
   if (n == nullptr) return;
   if (n->allocated) {
     n->allocated = false;
-    stats_.allocation.decrease(n->pool, 1);
-    stats_.allocated_bytes.decrease(n->pool, n->size);
-    if (n->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+    if constexpr (kUsageStats) {
+      stats_.allocation.decrease(n->pool, 1);
+      stats_.allocated_bytes.decrease(n->pool, n->size);
+      if (n->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+    }
   } else if (n->pending) {
     n->pending = false;
     --pending_live_;
   } else {
     return;
   }
-  free_block_body(static_cast<NodeId>(block.cookie & 0xffffffffu));
+  free_block_body<kUsageStats>(static_cast<NodeId>(block.cookie & 0xffffffffu));
 }
 
 // free() and free_completed() are the per-event callers: they get free_block's body inlined
 // (no call, no spills across it); release.cpp's synchronize_and_free_events calls this copy.
-void CachingAllocator::free_block(NodeId id) { free_block_body(id); }
+void CachingAllocator::free_block(NodeId id) {
+  if (keep_usage_stats_) {
+    free_block_body<true>(id);
+  } else {
+    free_block_body<false>(id);
+  }
+}
 
 // §6 step 3 / §4.3 / §4.4: merge with free neighbours, back into the pool, net inactive_split.
+template <bool kUsageStats>
 void CachingAllocator::free_block_body(NodeId id) {
   Node& n = nodes_[id];
   const Bytes original_size = n.size;
@@ -337,21 +364,23 @@ void CachingAllocator::free_block_body(NodeId id) {
     merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
     ms.kept_in->refile(ms.kept_at, size_addr(merged.size, merged.addr), id);
   }
-  const Node& m = nodes_[id];
-  if (m.is_split()) {
-    ms.d_count += 1;
-    ms.d_bytes += static_cast<std::int64_t>(m.size);
+  if constexpr (kUsageStats) {
+    const Node& m = nodes_[id];
+    if (m.is_split()) {
+      ms.d_count += 1;
+      ms.d_bytes += static_cast<std::int64_t>(m.size);
+    }
+    if (!m.expandable()) {
+      stats_.inactive_split.apply(kind, ms.d_count);
+      stats_.inactive_split_bytes.apply(kind, ms.d_bytes);
+    }
+    // Without a pending block ever, free() has just taken the same amounts off allocation (split_active()).
+    if (active_split_) {
+      stats_.active.decrease(kind, 1);
+      stats_.active_bytes.decrease(kind, original_size);
+    }
+    stats_.requested_bytes.decrease(kind, requested);
   }
-  if (!m.expandable()) {
-    stats_.inactive_split.apply(kind, ms.d_count);
-    stats_.inactive_split_bytes.apply(kind, ms.d_bytes);
-  }
-  // Without a pending block ever, free() has just taken the same amounts off allocation (split_active()).
-  if (active_split_) {
-    stats_.active.decrease(kind, 1);
-    stats_.active_bytes.decrease(kind, original_size);
-  }
-  stats_.requested_bytes.decrease(kind, requested);
 }
 
 // One neighbour `c` of the block being freed (§4.3). The last free mapped neighbour absorbed
@@ -413,5 +442,11 @@ Bytes CachingAllocator::absorb_block(NodeId dst, NodeId src) {
   nodes_.destroy(src);
   return subsumed;
 }
+
+// The two copies of the per-request paths that the inline malloc() and free() choose between.
+template bool CachingAllocator::malloc_keeping<true>(Bytes size, StreamId stream, Block& out);
+template bool CachingAllocator::malloc_keeping<false>(Bytes size, StreamId stream, Block& out);
+template void CachingAllocator::free_keeping<true>(const Block& block);
+template void CachingAllocator::free_keeping<false>(const Block& block);
 
 }  // namespace fraglab::cca

@@ -52,10 +52,26 @@ class CachingAllocator {
   }
   // The same, the block written into `out` (false on OOM, `out` then unchanged): the replay's
   // hot path, which keeps the block in its live slot.
-  bool malloc(Bytes size, StreamId stream, Block& out);
+  bool malloc(Bytes size, StreamId stream, Block& out) {
+    return keep_usage_stats_ ? malloc_keeping<true>(size, stream, out) : malloc_keeping<false>(size, stream, out);
+  }
   void free_requested(const Block& block);  // user free: allocated bytes drop now (§6)
   void free_completed(const Block& block);  // the block returns to its pool (merges)
-  void free(const Block& block);            // both at once
+  void free(const Block& block) {           // both at once
+    if (keep_usage_stats_) {
+      free_keeping<true>(block);
+    } else {
+      free_keeping<false>(block);
+    }
+  }
+  // Stops keeping the usage statistics (§8): allocation, active, inactive_split and their bytes,
+  // requested_bytes, oversize_allocations. They are a quarter of the work of a request and no
+  // decision reads them, so a run whose memory_stats() nobody reads (a replay without --stats, a
+  // sweep) skips them. Segment and reserved statistics and the counters stay exact (decisions,
+  // OOM messages and Metrics read them); stats() then has the usage statistics as adopt() left
+  // them. Before the first request (adopt() included) only.
+  void skip_usage_stats();
+  bool keeps_usage_stats() const { return keep_usage_stats_; }
   void empty_cache() { release_cached_blocks(); }
   // Reads a cut-off trace's evidence on its start state (start_evidence.hpp, start_state.hpp)
   // for the adopt() that follows; without it adopt() guesses unrecorded block sizes by the gap.
@@ -125,9 +141,18 @@ class CachingAllocator {
   [[gnu::noinline]] StreamBlocks::Pos pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const;
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
+  // malloc() and free() for each setting of keep_usage_stats_ (one test per call, not per update).
+  template <bool kUsageStats>
+  bool malloc_keeping(Bytes size, StreamId stream, Block& out);
+  template <bool kUsageStats>
+  void free_keeping(const Block& block);
+  template <bool kUsageStats>
   [[gnu::always_inline]] inline void alloc_found_block(Request& r, Block& out);  // malloc is its one caller
   void free_block(NodeId id);  // for release.cpp; free() and free_completed() inline the body
+  template <bool kUsageStats>
   [[gnu::always_inline]] inline void free_block_body(NodeId id);
+  // allocated_bytes.all.current for the OOM message when the usage statistics are not kept.
+  Bytes allocated_block_bytes() const;
   // free_block's net inactive_split change (§4.4) and the neighbour left filed for refile().
   struct MergeState {
     std::int64_t d_count = 0;
@@ -182,7 +207,8 @@ class CachingAllocator {
   std::size_t pending_live_ = 0;
   // mutable: settle_active() fills active/active_bytes in on read (see split_active()).
   mutable DeviceStats stats_;
-  bool active_split_ = false;  // a block has gone pending: the active stats are updated on their own
+  bool active_split_ = false;     // a block has gone pending: the active stats are updated on their own
+  bool keep_usage_stats_ = true;  // skip_usage_stats()
   Bytes total_ = 0;
   std::uint32_t serial_ = 0;
   std::string last_oom_;

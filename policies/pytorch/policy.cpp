@@ -2,6 +2,8 @@
 // Options are PYTORCH_CUDA_ALLOC_CONF pasted verbatim, plus version:V (config.hpp).
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "fraglab/policy.hpp"
 #include "pytorch/caching_allocator.hpp"
 #include "pytorch/coverage.hpp"
@@ -28,8 +30,11 @@ class PytorchPolicy final : public Policy {
     return PolicyCounters{static_cast<std::uint64_t>(s.num_alloc_retries), static_cast<std::uint64_t>(s.num_ooms)};
   }
   std::vector<std::pair<std::string, std::int64_t>> detailed_stats() const override {
+    if (!allocator_.keeps_usage_stats())
+      throw std::logic_error("pytorch: detailed_stats() after skip_detailed_stats()");
     return allocator_.stats().listing(cca::has_requested_bytes_stat(allocator_.config().version));
   }
+  void skip_detailed_stats() override { allocator_.skip_usage_stats(); }
   std::vector<SegmentView> segments() const override { return allocator_.segments(); }
   FreeAnatomy free_anatomy(std::optional<StreamId> stream) const override { return allocator_.free_anatomy(stream); }
   std::string last_oom_message() const override { return allocator_.last_oom_message(); }

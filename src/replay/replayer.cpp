@@ -224,6 +224,7 @@ void Replayer::begin(std::string policy_spec, bool streamed) {
   result.policy = std::move(policy_spec);
   Metrics& m = result.metrics;
 
+  if (!options_.detailed_stats) policy_.skip_detailed_stats();  // before any request
   policy_.prepare(trace_);
 
   LiveTable& live = run_->live;
