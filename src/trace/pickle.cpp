@@ -96,6 +96,16 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   if (!built) return;
   DictObject& d = *target.dict;
   std::size_t pairs = n_items / 2;
+  if (d.size == 0 && d.capacity == 0) {  // the first SETITEMS of a new dict
+    if (const Value* keys = recent_key_array(first, pairs)) {
+      Value* values = alloc_values(pairs);
+      for (std::size_t i = 0; i < pairs; ++i) values[i] = stack_[first + 2 * i + 1];
+      d.keys = keys;
+      d.values = values;
+      d.size = static_cast<std::uint32_t>(pairs);
+      return;  // capacity stays 0: the next update copies both arrays
+    }
+  }
   std::size_t want = std::size_t{d.size} + pairs;
   if (want > std::numeric_limits<std::uint32_t>::max() / 2) fail("dict larger than 2^31-1 pairs");
   if (want > d.capacity) {
@@ -116,7 +126,45 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
     keys[d.size + i] = stack_[first + 2 * i];
     d.values[d.size + i] = stack_[first + 2 * i + 1];
   }
+  if (d.size == 0) remember_key_array(keys, pairs);
   d.size = static_cast<std::uint32_t>(want);
+}
+
+// A key array remembered by remember_key_array() that holds the keys of the pairs at
+// stack_[first, first + 2 * pairs), or nullptr. Keys are compared last first (the two layouts of
+// a segment differ in their last keys), by their 16 bytes: equal bytes are the same key (a
+// memoized key is copied with its padding, so the keys of one writer compare equal; any other
+// difference only means no sharing).
+const Value* Machine::recent_key_array(std::size_t first, std::size_t pairs) {
+  auto same = [](const Value* a, const Value* b) {
+    std::uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a, 8);
+    std::memcpy(&a1, reinterpret_cast<const char*>(a) + 8, 8);
+    std::memcpy(&b0, b, 8);
+    std::memcpy(&b1, reinterpret_cast<const char*>(b) + 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  };
+  static_assert(sizeof(Value) == 16);
+  const Value* const pair_keys = &stack_[first];
+  for (RecentKeys& recent : recent_keys_) {
+    if (recent.size != pairs) continue;
+    const Value* a = recent.keys + pairs;
+    const Value* b = pair_keys + 2 * pairs;
+    while (a != recent.keys && same(a - 1, b - 2)) {
+      --a;
+      b -= 2;
+    }
+    if (a != recent.keys) continue;
+    if (&recent != &recent_keys_[0]) std::swap(recent_keys_[0], recent);  // the last used first
+    return recent_keys_[0].keys;
+  }
+  return nullptr;
+}
+
+void Machine::remember_key_array(const Value* keys, std::size_t pairs) {
+  if (pairs < kMinSharedKeys) return;  // too few to pay for the compare
+  recent_keys_[1] = recent_keys_[0];
+  recent_keys_[0] = RecentKeys{keys, pairs};
 }
 
 void Machine::refuse() {

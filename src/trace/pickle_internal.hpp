@@ -378,6 +378,18 @@ class Machine {
   Value new_tuple(std::size_t first, std::size_t n);
   void list_extend(Value& target, std::size_t first, std::size_t n);
   void dict_update(Value& target, std::size_t first, std::size_t n_items);
+  // Dicts built by SETITEMS on the checked path (a snapshot's segments, which the fast path hands
+  // over) share the key array of a recent one with the same keys, as take_flat_dict's dicts do:
+  // a reader's DictLayout then knows them by one pointer compare instead of a compare per key.
+  // Two are remembered, the last used first: segments list their keys in one of two orders.
+  struct RecentKeys {
+    const Value* keys = nullptr;  // owned by a dict whose capacity is set: never written again...
+    std::size_t size = 0;         // ...at [0, size), as updates only append
+  };
+  static constexpr std::size_t kMinSharedKeys = 4;
+  std::array<RecentKeys, 2> recent_keys_{};
+  const Value* recent_key_array(std::size_t first, std::size_t pairs);
+  void remember_key_array(const Value* keys, std::size_t pairs);
   void check_key(const Value& key) const {
     const Kind k = kind_of(key);
     if (k == Kind::List || k == Kind::Dict) fail(fmt::format("dict key of type {} is unhashable", kind_name(k)));
