@@ -35,6 +35,7 @@
 
 #include <fmt/format.h>
 
+#include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/address_table.hpp"
 #include "trace/dict_layout.hpp"
@@ -313,6 +314,7 @@ class SnapshotReader {
   void emit_events(std::span<const Value> entries, Trace& trace);
   void add_block_allocations();
   void rebuild_segments(Trace& trace) const;
+  bool rebuild_whole_segments(Trace& trace) const;
   void number_allocations(Trace& trace);
   void read_allocator_settings(const Value& root);
   void check_allocations_in_segments(const Trace& trace) const;
@@ -852,11 +854,114 @@ void SnapshotReader::add_block_allocations() {
   }
 }
 
+// rebuild_segments() for the usual history of cudaMalloc segments: segment_alloc and segment_free
+// events only. Undoing them one by one in a search tree cost ~470 instructions per event (insert,
+// erase and neighbour searches; lm2.7b-ctx512 has 1,235 on 868 segments). Here every range that
+// ever exists is a record of the undo steps it lives through: a segment_alloc's range is found by
+// its start address in a hash table, and the overlap checks of the segment_free undos are made at
+// the end, all at once, by a sweep over the records in address order: two records that overlap in
+// both address and lifetime, one of them a segment_free's, are an undo the tree would refuse.
+// Returns false, having changed nothing, on anything the tree would refuse or checks otherwise (a
+// map or unmap, an implausible or empty range, two segments at one address, snapshot segments out
+// of address order, many overlapping records): rebuild_segments() then undoes the events with its
+// tree, with its errors. Otherwise the result is the tree's.
+bool SnapshotReader::rebuild_whole_segments(Trace& trace) const {
+  struct Record {
+    Addr addr;
+    Range range;
+    std::size_t born;  // the undo step that made it (0: the snapshot's)
+    std::size_t died;  // the undo step that removed it (kAlive: it exists at trace start)
+  };
+  constexpr std::size_t kAlive = std::numeric_limits<std::size_t>::max();
+  std::size_t frees = 0;
+  for (const auto& [i, e] : segment_entries_) {
+    if (e.action == Action::SegmentFree)
+      ++frees;
+    else if (e.action != Action::SegmentAlloc)
+      return false;
+    if (e.size == 0 || !plausible_range(e.addr, e.size)) return false;
+  }
+  const std::size_t most = segments_.size() + frees;
+  if (most >= std::numeric_limits<std::uint32_t>::max() / 4) return false;
+  std::vector<Record> records;
+  records.reserve(most);
+  // Start address -> 1 + the index of the last record that started there (0: none); a record
+  // there that died leaves its slot set (no deletions in linear probing).
+  std::size_t mask = 15;
+  while (mask + 1 < 2 * most) mask = 2 * mask + 1;
+  std::vector<std::uint32_t> slots(mask + 1);
+  const std::uint64_t seed = hash_seed();  // no input aims its addresses at one slot
+  auto slot_of = [&](Addr addr) -> std::uint32_t& {
+    std::size_t i = static_cast<std::size_t>(seeded_hash(addr, seed) >> 32) & mask;
+    while (slots[i] != 0 && records[slots[i] - 1].addr != addr) i = (i + 1) & mask;
+    return slots[i];
+  };
+  for (const SnapshotSegment& seg : segments_) {
+    if (seg.size == 0 || (!records.empty() && seg.addr <= records.back().addr)) return false;
+    std::uint32_t& slot = slot_of(seg.addr);
+    records.push_back(Record{seg.addr, Range{seg.size, seg.stream, seg.small_pool, seg.expandable}, 0, kAlive});
+    slot = static_cast<std::uint32_t>(records.size());
+  }
+  const std::size_t snapshot_records = records.size();
+  std::size_t step = 0;
+  // Backwards by iterator: clang-tidy 14's std::views::reverse fix does not parse with libstdc++ 12.
+  for (auto it = segment_entries_.rbegin(); it != segment_entries_.rend(); ++it) {  // NOLINT(modernize-loop-convert)
+    const Entry& e = it->second;
+    ++step;
+    std::uint32_t& slot = slot_of(e.addr);
+    const bool live = slot != 0 && records[slot - 1].died == kAlive;
+    if (e.action == Action::SegmentAlloc) {  // undo: the segment did not exist yet
+      if (!live || records[slot - 1].range.size != e.size) return false;
+      records[slot - 1].died = step;
+    } else {  // segment_free; undo: it existed, one fully free block (§12.2)
+      if (live) return false;
+      records.push_back(Record{e.addr, Range{e.size, e.stream, e.size == kSmallSegment, false}, step, kAlive});
+      slot = static_cast<std::uint32_t>(records.size());
+    }
+  }
+  // Every record in address order: the snapshot's are (checked above), the undone frees' sorted.
+  std::vector<std::uint32_t> freed(records.size() - snapshot_records);
+  for (std::size_t k = 0; k < freed.size(); ++k) freed[k] = static_cast<std::uint32_t>(snapshot_records + k);
+  std::sort(freed.begin(), freed.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return records[a].addr < records[b].addr; });
+  std::vector<std::uint32_t> order(records.size());
+  std::size_t a = 0, b = 0;
+  for (std::uint32_t& o : order) {
+    if (b == freed.size() || (a < snapshot_records && records[a].addr <= records[freed[b]].addr))
+      o = static_cast<std::uint32_t>(a++);
+    else
+      o = freed[b++];
+  }
+  // The sweep: each record against those starting inside it. Bounded, as records at one address
+  // with lifetimes one after another (allowed) would make it quadratic.
+  std::size_t budget = 8 * records.size();
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const Record& r = records[order[k]];
+    const Addr end = r.addr + r.range.size;
+    for (std::size_t m = k + 1; m < order.size() && records[order[m]].addr < end; ++m) {
+      if (budget-- == 0) return false;
+      const Record& q = records[order[m]];
+      if ((r.born != 0 || q.born != 0) && r.born < q.died && q.born < r.died) return false;
+    }
+  }
+  std::size_t alive = 0;
+  for (const Record& r : records) alive += r.died == kAlive;
+  trace.initial.segments.reserve(alive);
+  for (std::uint32_t k : order) {
+    const Record& r = records[k];
+    if (r.died == kAlive)
+      trace.initial.segments.push_back(
+          InitialSegment{r.addr, r.range.size, r.range.stream, r.range.small_pool, r.range.expandable});
+  }
+  return true;
+}
+
 // Segments at trace start: the snapshot's, with the trace's segment events undone from the
 // newest back (§12.1 "Allocator State History", §12.2). cudaMalloc segments (segment_alloc/free)
 // come and go whole; expandable segments are reported as maximal mapped runs (§7.6), so undoing
 // a map cuts a run and undoing an unmap re-joins neighbouring runs of the same stream.
 void SnapshotReader::rebuild_segments(Trace& trace) const {
+  if (rebuild_whole_segments(trace)) return;
   // Nodes from one pool, freed at once: a malloc and a free per node were 45 % of this function's
   // instructions. Erased nodes are not reused: at most two more nodes per segment event.
   std::pmr::monotonic_buffer_resource pool((segments_.size() + 2 * segment_entries_.size() + 4) * 64);
