@@ -191,17 +191,24 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   *dict.dict = DictObject{};
   push(dict);
   mark();
+  // Written in bulk after one capacity check, as take_get_run does.
+  stack_.reserve_more(2 * n + 1);
+  Value* top = stack_.top();
   for (std::size_t i = 0; i < n; ++i) {
-    push(keys[i]);
-    push(values[i]);
+    *top++ = keys[i];
+    *top++ = values[i];
   }
-  if (with_key) push(keys[n]);
+  if (with_key) *top++ = keys[n];
+  stack_.set_top(top);
   if (!list_run_end) return;
   push(list);
   mark();
+  stack_.reserve_more(static_cast<std::size_t>(list_run_end - list_run_start) / 2);  // GETs take 2 or 5 bytes
+  top = stack_.top();
   const Value* const memo = &memo_[0];
   for (const unsigned char* r = list_run_start; r < list_run_end; r += kGetLength[*r])
-    push(memo[*r == BINGET ? r[1] : load_le<std::uint32_t>(r + 1)]);
+    *top++ = memo[*r == BINGET ? r[1] : load_le<std::uint32_t>(r + 1)];
+  stack_.set_top(top);
 }
 
 // A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs
