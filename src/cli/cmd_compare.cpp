@@ -70,6 +70,7 @@ int cmd_compare(int argc, char** argv) {
 
   ReplayOptions replay;
   replay.start_state = choose_start_state(start_option, trace, specs);
+  replay.detailed_stats = vm.count("stats") > 0;  // read only by the report's --stats
   std::vector<ReplayResult> runs;
   runs.reserve(specs.size());
   for (const std::string& spec : specs) {

@@ -63,6 +63,7 @@ int cmd_diff(int argc, char** argv) {
   const Trace b = load_trace(paths[1], read_options);
   // Both traces start the same way: cold as soon as either would (README "What-if answers on a snapshot").
   ReplayOptions replay;
+  replay.detailed_stats = false;  // a diff shows none
   const StartState start_a = choose_start_state(start_option, a, {spec});
   const StartState start_b = choose_start_state(start_option, b, {spec});
   replay.start_state =

@@ -116,6 +116,7 @@ TopAtPeak top_at_peak(const Trace& trace, std::size_t count, const std::string& 
   warn_capacity_options(device, {spec});
   ReplayOptions replay;
   replay.start_state = choose_start_state(start_option, trace, {spec});
+  replay.detailed_stats = false;  // only the peak is read
   const ReplayResult r = run_replay(trace, spec, device.device, replay);
   top.basis = "reserved";
   top.policy = spec;

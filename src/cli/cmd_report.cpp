@@ -121,6 +121,7 @@ int cmd_report(int argc, char** argv) {
   warn_capacity_options(device, specs);
   ReplayOptions replay;
   replay.start_state = choose_start_state(start_option, trace, specs);
+  replay.detailed_stats = false;  // the report shows none
 
   TraceReport report;
   report.trace_name = trace.name;
