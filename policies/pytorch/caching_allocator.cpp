@@ -419,12 +419,6 @@ Bytes CachingAllocator::try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool
   return absorb_block(dst, src);
 }
 
-StreamBlocks::Pos CachingAllocator::absorb_filed(NodeId dst, NodeId src, StreamBlocks& set) {
-  const StreamBlocks::Pos at = set.lower_bound(size_addr(nodes_[src].size, nodes_[src].addr));
-  absorb_block(dst, src);
-  return at;
-}
-
 // Joins neighbour `src` (already out of every set) into `dst` and destroys it; returns its bytes.
 Bytes CachingAllocator::absorb_block(NodeId dst, NodeId src) {
   Node& s = nodes_[src];

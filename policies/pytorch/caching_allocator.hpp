@@ -109,7 +109,7 @@ class CachingAllocator {
     NodeId block;  // written by get_free_block or alloc_block when they succeed: read after
     // get_free_block's best fit is still filed here until alloc_found_block takes it out (so a
     // split remainder can take its place); so is the free block below new expandable pages that
-    // map_block merged them with (the entry of its old key); nullptr for other blocks of alloc_block.
+    // map_block grew into (its entry); nullptr for other blocks of alloc_block.
     StreamBlocks* found_in = nullptr;
     StreamBlocks::Pos found_at;  // read only while found_in is set (get_free_block sets both)
   };
@@ -162,8 +162,6 @@ class CachingAllocator {
   };
   [[gnu::always_inline]] inline void merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
-  // Absorbs free mapped neighbour `src` into `dst`, src's entry left filed: its position in `set`.
-  StreamBlocks::Pos absorb_filed(NodeId dst, NodeId src, StreamBlocks& set);
   [[gnu::always_inline]] inline Bytes absorb_block(NodeId dst, NodeId src);  // free_block's merges, per free
   // In the header and always inlined: every free and split files a block through it.
   [[gnu::always_inline]] void insert_into_blocks(BlockPool& pool, NodeId id) {
@@ -185,7 +183,7 @@ class CachingAllocator {
   // expandable.cpp
   NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size, BlockPool::UnmappedSet::iterator& at);
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
-  bool map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r);
+  NodeId map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r);
   NodeId try_allocate_expandable_block(Request& r);
   void unmap_block(NodeId id);
   void release_expandable_segment(NodeId id);

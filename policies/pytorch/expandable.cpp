@@ -84,19 +84,44 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
 
 // §7.2 step 2: map whole pages at the start of unmapped block `id` (its unmapped set entry
 // `filed`) covering `size` bytes; the rest stays unmapped; the mapped part merges with free mapped
-// neighbours. One device call. The merged block is filed as free unless it has the request's
-// rounded size: then the caller takes it (try_allocate_expandable_block). A free block below the
-// pages stays filed under its old key meanwhile, and the merged block takes its entry: refiled
-// there when too small, else handed to alloc_found_block in `r` (found_in), as get_free_block
-// hands over a best fit, so that the split remainder takes that entry instead of an insert.
-bool CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r) {
+// neighbours. One device call. Returns the block that holds the new pages (kNil when the device
+// refuses them). It is filed as free unless it has the request's rounded size: then the caller
+// takes it (try_allocate_expandable_block). A free block below the pages keeps its entry in the
+// pool: refiled when still too small, else handed to alloc_found_block in `r` (found_in), as
+// get_free_block hands over a best fit, so that the split remainder takes that entry instead of
+// an insert.
+NodeId CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r) {
   const ExpandableSegment& seg = expandable_[static_cast<std::size_t>(nodes_[id].segment)];
   const Bytes mapped = std::min(seg.page * ((size + seg.page - 1) / seg.page), nodes_[id].size);
   // One cuMemCreate per page of the segment's size (README "Device time").
-  if (!device_.map(nodes_[id].addr, mapped, seg.page)) return false;  // a failed map leaves nothing behind
+  if (!device_.map(nodes_[id].addr, mapped, seg.page)) return kNil;  // a failed map leaves nothing behind
   BlockPool& pool = pool_of(nodes_[id].pool);
-  nodes_[id].mapped = true;
+  total_ += mapped;
+  stats_.reserved_bytes.increase(pool.kind, mapped);
+  ++stats_.num_device_alloc;  // per map call, not per page
   const bool whole = mapped == nodes_[id].size;
+  const NodeId below = nodes_[id].prev;
+  if (!whole && below != kNil && nodes_[below].reusable() && nodes_[below].mapped) {
+    // The usual growth: pages mapped after the free tail block of the segment. The pages move
+    // from the unmapped block's low end to the free block's high end, the same chain as a split
+    // and a merge would leave, without either: the unmapped block keeps its key (stream, end).
+    Node& grown = nodes_[below];
+    Node& unmapped = nodes_[id];
+    StreamBlocks& set = *pool.blocks.find(grown.stream);
+    const StreamBlocks::Pos at = set.lower_bound(size_addr(grown.size, grown.addr));
+    grown.size += mapped;
+    unmapped.addr += mapped;
+    unmapped.size -= mapped;
+    if (grown.size < r.rounded) {
+      grown.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
+      set.refile(at, size_addr(grown.size, grown.addr), below);
+    } else {
+      r.found_in = &set;
+      r.found_at = at;
+    }
+    return below;
+  }
+  nodes_[id].mapped = true;
   if (whole) {
     pool.unmapped.erase(filed);
   } else {
@@ -116,29 +141,10 @@ bool CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator fil
     n.size = mapped;
     filed->second = rest;  // the unmapped rest ends where the block did: the same key
   }
-  const NodeId below = nodes_[id].prev;
-  if (!whole && below != kNil && nodes_[below].reusable() && nodes_[below].mapped) {
-    // The usual growth: pages mapped after the free tail block of the segment. (With the whole
-    // unmapped block mapped, a merge above would move entries of the set: the general path.)
-    StreamBlocks& set = *pool.blocks.find(nodes_[below].stream);
-    const StreamBlocks::Pos at = absorb_filed(id, below, set);
-    Node& merged = nodes_[id];
-    if (merged.size < r.rounded) {
-      merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
-      set.refile(at, size_addr(merged.size, merged.addr), id);
-    } else {
-      r.found_in = &set;
-      r.found_at = at;
-    }
-  } else {
-    try_merge_blocks(id, below, pool);
-    if (whole) try_merge_blocks(id, nodes_[id].next, pool);  // else next is the unmapped rest: no merge
-    if (nodes_[id].size < r.rounded) insert_into_blocks(pool, id);
-  }
-  total_ += mapped;
-  stats_.reserved_bytes.increase(pool.kind, mapped);
-  ++stats_.num_device_alloc;  // per map call, not per page
-  return true;
+  try_merge_blocks(id, below, pool);
+  if (whole) try_merge_blocks(id, nodes_[id].next, pool);  // else next is the unmapped rest: no merge
+  if (nodes_[id].size < r.rounded) insert_into_blocks(pool, id);
+  return id;
 }
 
 // §7.2: grow until one free block of >= rounded bytes exists; returns it out of the pool. A
@@ -152,7 +158,8 @@ NodeId CachingAllocator::try_allocate_expandable_block(Request& r) {
   // (see map_block): the one that is large enough never enters the pool.
   bool filed = nodes_[c].mapped;
   if (!filed) {
-    if (!map_block(c, at, std::min(nodes_[c].size, r.rounded), r)) return kNil;
+    c = map_block(c, at, std::min(nodes_[c].size, r.rounded), r);
+    if (c == kNil) return kNil;
     at = pool.unmapped.end();  // used: the next unmapped block is looked up
     filed = nodes_[c].size < r.rounded;
   }
@@ -161,9 +168,9 @@ NodeId CachingAllocator::try_allocate_expandable_block(Request& r) {
     const Bytes remaining = r.rounded - nodes_[c].size;
     const NodeId next = nodes_[c].next;
     if (at == pool.unmapped.end()) at = pool.unmapped.find(unmapped_key(nodes_[next]));
-    if (!map_block(next, at, std::min(remaining, nodes_[next].size), r)) return kNil;
+    c = map_block(next, at, std::min(remaining, nodes_[next].size), r);  // c grew, or merged into next
+    if (c == kNil) return kNil;
     at = pool.unmapped.end();
-    c = next;  // map_block merged the old candidate into `next`
     filed = nodes_[c].size < r.rounded;
   }
   if (filed) pool.blocks.erase(key_of(nodes_[c]));
