@@ -170,6 +170,16 @@ bool SimDevice::do_map(Addr addr, Bytes size) {
     throw std::logic_error(
         fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
   }
+  // The usual call: pages right after the run the last map grew, below the next run (no overlap,
+  // no join) and with no alias (none overlaps a run's end unless it overlaps these pages).
+  if (addr == growing_.end && addr + size < growing_.limit && addr + size > addr &&
+      (aliases_.empty() || !overlaps_alias(aliases_, addr, size))) {
+    if (size > config_.capacity - config_.external - physical_in_use_) return false;
+    physical_in_use_ += size;
+    growing_.run->second += size;
+    growing_.end += size;
+    return true;
+  }
   // overlaps_mapping(), with the search of the mapped runs kept for the insert below.
   auto next = mapped_pages_.lower_bound(addr);
   if ((next != mapped_pages_.end() && next->first < addr + size) ||
@@ -182,24 +192,22 @@ bool SimDevice::do_map(Addr addr, Bytes size) {
   // Merge with adjacent runs so the run set stays canonical. A run that grows at its end keeps
   // its node (a segment maps page after page upward); a new run goes in at the position found.
   const bool joins_next = next != mapped_pages_.end() && next->first == addr + size;
-  if (next != mapped_pages_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == addr) {
-      prev->second += size;
-      if (joins_next) {
-        prev->second += next->second;
-        mapped_pages_.erase(next);
-      }
-      return true;
+  auto run = next;
+  if (next != mapped_pages_.begin() && std::prev(next)->first + std::prev(next)->second == addr) {
+    run = std::prev(next);
+    run->second += size;
+    if (joins_next) {
+      run->second += next->second;
+      next = mapped_pages_.erase(next);
     }
-  }
-  if (joins_next) {
+  } else if (joins_next) {
     const Bytes length = size + next->second;
     next = mapped_pages_.erase(next);
-    mapped_pages_.emplace_hint(next, addr, length);
-    return true;
+    run = mapped_pages_.emplace_hint(next, addr, length);
+  } else {
+    run = mapped_pages_.emplace_hint(next, addr, size);
   }
-  mapped_pages_.emplace_hint(next, addr, size);
+  growing_ = GrowingRun{run, run->first + run->second, next == mapped_pages_.end() ? ~Addr{0} : next->first};
   return true;
 }
 
@@ -209,6 +217,7 @@ void SimDevice::do_unmap(Addr addr, Bytes size) {
     throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x}: not mapped", size, addr));
   }
   auto run = std::prev(next);
+  growing_ = GrowingRun{};  // runs change: the next map searches
   if (aliased(addr, size)) {
     throw std::logic_error(fmt::format("sim device: unmap of {} bytes at 0x{:x} while an alias maps them", size, addr));
   }
