@@ -90,7 +90,7 @@ bool CachingAllocator::get_free_block(Request& r) {
       // A best fit with no unmapped space after it stays (see pass_unmapped_tails); the test
       // is made here so that the common case makes no call.
       const Node& fit = nodes_[set.id_at(it)];
-      if (fit.next != kNil && !nodes_[fit.next].mapped) it = pass_unmapped_tails(set, it);
+      if (fit.next != kNil && !nodes_[fit.next].mapped) it = pass_unmapped_tails(set, it, fit);
     } else {
       // Expandable segments were switched off: such blocks are skipped entirely.
       do {
@@ -114,13 +114,14 @@ bool CachingAllocator::get_free_block(Request& r) {
 // §7.4: counts the unmapped space after a block as part of its size, so a block touching the
 // unmapped tail is passed over for the next larger interior block. Out of line: only expandable
 // segments get here, and the loop kept in malloc cost every request registers. The block at `it`
-// is expandable with unmapped space after it (get_free_block tested that); each step's counted
-// size is carried to the next instead of computed again.
-StreamBlocks::Pos CachingAllocator::pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it) const {
+// is `fit`, expandable with unmapped space after it (get_free_block tested that); each step's
+// counted size is carried to the next instead of computed again.
+StreamBlocks::Pos CachingAllocator::pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it,
+                                                        const Node& fit) const {
   auto expandable_size = [this](const Node& n) {
     return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
   };
-  Bytes counted = expandable_size(nodes_[set.id_at(it)]);
+  Bytes counted = fit.size + nodes_[fit.next].size;
   for (;;) {
     const StreamBlocks::Pos next = set.next(it);
     if (set.is_end(next)) break;
