@@ -76,8 +76,13 @@ class SimDevice final : public Device {
   Addr place(Bytes size, Addr at);
   Addr place_after_search(Bytes size, Addr addr, Bytes alignment);  // place()'s slow path
   bool in_vmm_range(Addr addr, Bytes size) const;                   // [addr, addr + size) inside one reserved range
-  bool overlaps_mapping(Addr addr, Bytes size) const;               // mapped pages or aliases
-  bool aliased(Addr addr, Bytes size) const;                        // some alias's source overlaps
+  // Inside the range in_vmm_range() found last (without wrapping around): what its search would find.
+  bool in_last_vmm_range(Addr addr, Bytes size) const {
+    return addr - last_vmm_range_.addr < last_vmm_range_.size() && size <= last_vmm_range_.end() - addr;
+  }
+  [[gnu::noinline]] bool map_after_search(Addr addr, Bytes size);  // do_map() but for its usual call
+  bool overlaps_mapping(Addr addr, Bytes size) const;              // mapped pages or aliases
+  bool aliased(Addr addr, Bytes size) const;                       // some alias's source overlaps
 
   SimDeviceConfig config_;
   Bytes physical_in_use_ = 0;

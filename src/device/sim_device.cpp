@@ -155,8 +155,7 @@ void SimDevice::do_release_range(Addr addr) {
 }
 
 bool SimDevice::in_vmm_range(Addr addr, Bytes size) const {
-  // Inside the range found last (without wrapping around): what the search below would find.
-  if (addr - last_vmm_range_.addr < last_vmm_range_.size() && size <= last_vmm_range_.end() - addr) return true;
+  if (in_last_vmm_range(addr, size)) return true;
   const std::size_t next = ranges_.upper_bound(addr);
   if (next == 0) return false;
   const AddressRanges::Entry& range = ranges_[next - 1];
@@ -166,19 +165,24 @@ bool SimDevice::in_vmm_range(Addr addr, Bytes size) const {
 }
 
 bool SimDevice::do_map(Addr addr, Bytes size) {
-  if (size == 0 || size % kPage != 0 || !in_vmm_range(addr, size)) {
-    throw std::logic_error(
-        fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
-  }
-  // The usual call: pages right after the run the last map grew, below the next run (no overlap,
-  // no join) and with no alias (none overlaps a run's end unless it overlaps these pages).
-  if (addr == growing_.end && addr + size < growing_.limit && addr + size > addr &&
-      (aliases_.empty() || !overlaps_alias(aliases_, addr, size))) {
+  // The usual call: whole pages right after the run the last map grew, inside the reserved range
+  // found last, below the next run (no overlap, no join) and with no alias. Every check of
+  // map_after_search() passes then, and it would grow that run.
+  if (addr == growing_.end && size != 0 && size % kPage == 0 && addr + size < growing_.limit && addr + size > addr &&
+      aliases_.empty() && in_last_vmm_range(addr, size)) {
     if (size > config_.capacity - config_.external - physical_in_use_) return false;
     physical_in_use_ += size;
     growing_.run->second += size;
     growing_.end += size;
     return true;
+  }
+  return map_after_search(addr, size);
+}
+
+bool SimDevice::map_after_search(Addr addr, Bytes size) {
+  if (size == 0 || size % kPage != 0 || !in_vmm_range(addr, size)) {
+    throw std::logic_error(
+        fmt::format("sim device: map of {} bytes at 0x{:x}: not whole pages inside a reserved range", size, addr));
   }
   // overlaps_mapping(), with the search of the mapped runs kept for the insert below.
   auto next = mapped_pages_.lower_bound(addr);
