@@ -104,7 +104,10 @@ class Device {
   virtual std::optional<double> measured_seconds() const { return std::nullopt; }
 
   // ---- time (device_time.cpp) ----
-  void set_cost_model(const CostModel& model) { costs_ = model; }
+  void set_cost_model(const CostModel& model) {
+    costs_ = model;
+    handle_costs_ = {};
+  }
   const CostModel& cost_model() const { return costs_; }
   const DeviceTime& time() const { return time_; }
   void reset_time() { time_ = {}; }
@@ -151,6 +154,14 @@ class Device {
   DeviceCounters counters_;
   std::vector<DeviceListener*> listeners_;
   CostModel costs_ = CostModel::defaults();
+  // The per-handle figures time_map charged last, for that handle size: a policy maps handles of
+  // one size after another, and each figure costs a conversion and a division to compute.
+  struct HandleCosts {
+    Bytes handle = 0;  // 0: none yet
+    double create_us = 0;
+    double map_us = 0;
+  };
+  HandleCosts handle_costs_;
   DeviceTime time_;
   bool vmm_billed_ = true;
   std::map<Addr, Bytes> reserved_ranges_;  // for cuMemAddressFree's size
