@@ -182,7 +182,9 @@ class CachingAllocator {
   void release_block(NodeId id);
 
   // expandable.cpp
-  NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size, BlockPool::UnmappedSet::iterator& at);
+  // try_allocate_expandable_block is its one caller (in expandable.cpp).
+  [[gnu::always_inline]] inline NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size,
+                                                             BlockPool::UnmappedSet::iterator& at);
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
   NodeId map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r);
   NodeId try_allocate_expandable_block(Request& r);
