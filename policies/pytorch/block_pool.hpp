@@ -188,7 +188,8 @@ class StreamBlocks {
     if (p.index + 1 < classes_[p.cls].size()) return Pos{p.cls, p.index + 1};
     return Pos{next_nonempty(p.cls + 1), 0};
   }
-  Pos prev(Pos p) const {  // p must not be begin()
+  bool is_last(Pos p) const { return is_end(next(p)); }  // p must not be end()
+  Pos prev(Pos p) const {                                // p must not be begin()
     if (p.index > 0) return Pos{p.cls, p.index - 1};
     const std::uint32_t c = prev_nonempty(p.cls);
     return Pos{c, static_cast<std::uint32_t>(classes_[c].size() - 1)};

@@ -115,8 +115,16 @@ bool CachingAllocator::get_free_block(Request& r) {
 // unmapped tail is passed over for the next larger interior block. Out of line: only expandable
 // segments get here, and the loop kept in malloc cost every request registers. The block at `it`
 // is `fit`, expandable with unmapped space after it (get_free_block tested that); each step's
-// counted size is carried to the next instead of computed again.
+// counted size is carried to the next instead of computed again. The stream's largest block
+// stays, and is tested first without the walk's frame (lm2.7b-ctx128: the block before the
+// unmapped tail is the largest in 1,287 of 1,802 calls).
 StreamBlocks::Pos CachingAllocator::pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it,
+                                                        const Node& fit) const {
+  if (set.is_last(it)) return it;
+  return walk_unmapped_tails(set, it, fit);
+}
+
+StreamBlocks::Pos CachingAllocator::walk_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it,
                                                         const Node& fit) const {
   auto expandable_size = [this](const Node& n) {
     return n.size + (n.next != kNil && !nodes_[n.next].mapped ? nodes_[n.next].size : 0);
