@@ -12,6 +12,11 @@ namespace fraglab::pickle::internal {
 
 const Machine::KeyTemplate Machine::kNoKeyTemplate{};
 
+Machine::RunTables& Machine::this_thread_run_tables() {
+  thread_local RunTables tables;
+  return tables;
+}
+
 // The end of the run of whole GETs naming set slots that starts at `at`.
 //
 // The same stack gives the same GETs, byte for byte: a run seen before is not decoded again.
@@ -22,7 +27,7 @@ inline const unsigned char* Machine::valid_get_run_end(const unsigned char* at) 
   const std::uint64_t context = run_context();
   const RunSuccessor& s = run_successors_[(context >> (64 - kRunSuccessorBits)) & ~std::size_t{1}];
   const std::size_t length = s.next.length;
-  if (s.context == context && length != 0 && static_cast<std::size_t>(end_ - at) > length &&
+  if (s.context == context && s.next.generation == generation_ && static_cast<std::size_t>(end_ - at) > length &&
       kGetLength[at[length]] == 0 && std::memcmp(at, s.next.start, length) == 0) [[likely]] {
     run_before_last_ = last_run_;
     last_run_ = s.next.hash;
@@ -72,8 +77,9 @@ const unsigned char* Machine::valid_get_run_end_unpredicted(const unsigned char*
     const std::uint64_t context = run_context();
     RunSuccessor* const set = &run_successors_[(context >> (64 - kRunSuccessorBits)) & ~std::size_t{1}];
     const std::size_t length = set[1].next.length;
-    if (set[1].context == context && length != 0 && static_cast<std::size_t>(end - q) > length &&
-        kGetLength[q[length]] == 0 && std::memcmp(q, set[1].next.start, length) == 0) {
+    if (set[1].context == context && set[1].next.generation == generation_ &&
+        static_cast<std::size_t>(end - q) > length && kGetLength[q[length]] == 0 &&
+        std::memcmp(q, set[1].next.start, length) == 0) {
       std::swap(set[0], set[1]);  // the last used comes first
       run_before_last_ = last_run_;
       last_run_ = set[0].next.hash;
@@ -121,7 +127,7 @@ const unsigned char* Machine::valid_get_run_end_unpredicted(const unsigned char*
       for (int way = 0; way < 2; ++way) {
         const RunMemo& m = memo_slot[way];
         const std::size_t length = m.length;
-        if (m.hash == run_hash && length != 0 && static_cast<std::size_t>(end - q) > length &&
+        if (m.hash == run_hash && m.generation == generation_ && static_cast<std::size_t>(end - q) > length &&
             kGetLength[q[length]] == 0 && std::memcmp(q, m.start, length) == 0) {
           if (way == 1) std::swap(memo_slot[0], memo_slot[1]);  // the last used comes first
           remember_run(memo_slot[0]);
@@ -151,9 +157,9 @@ const unsigned char* Machine::valid_get_run_end_unpredicted(const unsigned char*
   }
   if (q == at) return at;
   // Remembered when it ended at another opcode (not at a bad GET or the input's end).
-  if (memo_slot && q < end && kGetLength[*q] == 0) {
+  if (memo_slot && q < end && kGetLength[*q] == 0 && q - at <= std::numeric_limits<std::uint32_t>::max()) {
     memo_slot[1] = memo_slot[0];  // the least recently used way goes
-    memo_slot[0] = RunMemo{run_hash, at, static_cast<std::size_t>(q - at)};
+    memo_slot[0] = RunMemo{run_hash, at, static_cast<std::uint32_t>(q - at), generation_};
     remember_run(memo_slot[0]);
   } else {
     last_run_ = run_before_last_ = 0;  // no key: the next run has no context
