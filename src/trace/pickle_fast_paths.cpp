@@ -217,6 +217,22 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   stack_.set_top(top);
 }
 
+// Keys [0, n) of a dict handed over with keys of its own, and their bytes (as KeyTemplate's), for
+// the next dict like it (handed_over_keys_).
+void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* key_bytes, std::size_t n) {
+  copy_values(handed_over_key_values_.data(), keys, n);
+  KeyTemplate& t = handed_over_keys_;
+  t.keys = handed_over_key_values_.data();
+  t.size = 0;  // never shared (see handed_over_keys_)
+  t.memo_overwrites = memo_overwrites_;
+  for (std::size_t i = 0; i <= kMaxFlatPairs; ++i) {
+    const std::uint64_t bytes = i < n ? key_bytes[i] : kNoKeyBytes;
+    t.bytes[i] = bytes;
+    t.lengths[i] = kGetLength[bytes & 0xff];
+    t.masks[i] = bytes == kNoKeyBytes ? 0 : kGetMask[bytes & 0xff];
+  }
+}
+
 // A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs
 // (a key is a memo GET or a short str; a value a memo GET, short str, small int, None or bool, or
 // the frames value: a skipped list of GETs, or a GET of a shared one), each maybe memoized, then
@@ -282,6 +298,7 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   // the memo already holds what the MEMOIZEs stored. Giving up instead read the whole dict again
   // one opcode at a time. Returns `q`, the opcode the checked path runs next.
   auto hand_over = [&](bool with_key, const unsigned char* list_run_end = nullptr) {
+    if (own_keys) remember_handed_over_keys(keys.values, key_bytes.data(), n);
     hand_over_dict(dict, key_array, values, n, with_key, memo_top, values[n], q + 1, list_run_end);
     handed_over = true;
     return list_run_end ? list_run_end : q;
@@ -299,6 +316,15 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
     } else {
       if (*q == SETITEMS) break;
       if (n == kMaxPairs) return give_up();
+      if (n == 0 && tmpl != &handed_over_keys_ && handed_over_keys_.memo_overwrites == memo_overwrites_ &&
+          (eight_bytes & handed_over_keys_.masks[0]) == handed_over_keys_.bytes[0]) {
+        tmpl = &handed_over_keys_;  // a dict like the last one handed over: its keys from here
+        key_array = tmpl->keys;
+        continue;
+      }
+      // An int key, or a tuple's second item (segments): before the keys are copied, so that a
+      // segment read on handed_over_keys_ is handed over without remembering its keys again.
+      if (*q != BINGET && *q != LONG_BINGET && *q != SHORT_BINUNICODE) return hand_over(false);
       if (!own_keys) {  // the keys so far were the template's
         copy_values(keys.values, tmpl->keys, n);
         std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());
@@ -314,14 +340,12 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
         k = memo[index];
         key_bytes[n] = eight_bytes & kGetMask[*q];
         q += kGetLength[*q];
-      } else if (*q == SHORT_BINUNICODE) {
+      } else {  // SHORT_BINUNICODE
         const std::size_t length = q[1];
         if (static_cast<std::size_t>(end - q) < 2 + length + kPairBytes || utf8_error_offset(q + 2, length) != length)
           return give_up();
         k = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
         q += 2 + length;
-      } else {
-        return hand_over(false);  // an int key, or a tuple's second item (segments)
       }
       if (((1u << static_cast<unsigned>(k.kind)) & kNotPlainKey) != 0) return give_up();
     }

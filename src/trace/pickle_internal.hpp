@@ -496,6 +496,14 @@ class Machine {
   };
   KeyTemplate key_template_;
   static const KeyTemplate kNoKeyTemplate;  // matches no key
+  // The keys a dict read before it was handed over (a snapshot's segments: 868 in lm2.7b-ctx512,
+  // between the trace entries of key_template_), matched by their bytes as key_template_'s are,
+  // tried when a dict's first key is not key_template_'s: reading them one by one was ~25
+  // instructions a key. Its keys live here, not in the arena, so no dict shares them: `size`
+  // stays 0, and a dict that ends on these keys gets a key array of its own, as before.
+  KeyTemplate handed_over_keys_;
+  std::array<Value, kMaxFlatPairs> handed_over_key_values_{};
+  void remember_handed_over_keys(const Value* keys, const std::uint64_t* key_bytes, std::size_t n);
 };
 
 // The binary str opcodes, one call per string read on the checked path: inline.

@@ -55,11 +55,11 @@ class Writer : MemoWriter {
   void segment() {
     open_dict();
     key("device", device_slot_);
-    out_ += "K\x00";
+    out_ += std::string("K\0", 2);  // BININT1 0 (a literal stops at its NUL)
     key("address", address_slot_);
-    out_ += "J\x00\x00\x10\x00";  // BININT
+    out_ += std::string("J\0\0\x10\0", 5);  // BININT
     key("pair", pair_slot_);
-    out_ += "K\x00K\x00\x86\x94";  // BININT1 0, BININT1 0, TUPLE2, MEMOIZE
+    out_ += std::string("K\0K\0\x86\x94", 6);  // BININT1 0, BININT1 0, TUPLE2, MEMOIZE
     ++next_slot_;
     key("flag", flag_slot_);
     out_ += '\x89';  // NEWFALSE
@@ -80,6 +80,33 @@ class Writer : MemoWriter {
     out_ += std::string("G\x3f\xe0\0\0\0\0\0\0", 9);  // BINFLOAT 0.5
     out_ += "K\x07N";                                 // 7: None
     out_ += 'u';
+  }
+  // Dicts that start as the last segment did (its first key, then maybe others): {'device': 0,
+  // 'pair': (0, 0)}, handed over at a key the segment does not have there; {'device': 0,
+  // 'address': A, 'flag': False}, taken whole on the segment's keys (a key array of its own).
+  void segment_other_keys() {
+    open_dict();
+    key("device", device_slot_);
+    out_ += std::string("K\0", 2);  // BININT1 0 (a literal stops at its NUL)
+    key("pair", pair_slot_);
+    out_ += std::string("K\0K\0\x86\x94u", 7);  // BININT1 0, BININT1 0, TUPLE2, MEMOIZE, SETITEMS
+    ++next_slot_;
+  }
+  void dict_on_segment_keys() {
+    open_dict();
+    key("device", device_slot_);
+    out_ += std::string("K\0", 2);  // BININT1 0 (a literal stops at its NUL)
+    key("address", address_slot_);
+    out_ += std::string("J\0\0\x20\0", 5);
+    key("flag", flag_slot_);
+    out_ += "\x89u";  // NEWFALSE, SETITEMS
+  }
+  // The slot of 'device' now holds the int 5 (BININT1 5, BINPUT, POP): the same GET bytes fetch
+  // another key from here on.
+  void overwrite_device_key() {
+    out_ += "K\x05q";
+    out_ += static_cast<char>(device_slot_);
+    out_ += '0';
   }
   std::string finish() const { return out_ + "e."; }  // APPENDS, STOP
 
@@ -111,26 +138,50 @@ std::string snapshot_like() {
   return w.finish();
 }
 
-TEST(PickleHandOver, AsTheCheckedPath) { expect_as_checked_path(snapshot_like(), "whole", true); }
+// Segments one after the other (the second and third read on the first's keys, by their bytes),
+// then dicts that start with the same key and go on otherwise, a dict taken whole on them, and
+// segments after a memo slot holding one of their keys was overwritten.
+std::string segments_like() {
+  Writer w;
+  w.entry(1, true);
+  w.segment();
+  w.segment();
+  w.segment();
+  w.segment_other_keys();
+  w.segment();
+  w.dict_on_segment_keys();
+  w.dict_on_segment_keys();
+  w.segment();
+  w.overwrite_device_key();
+  w.segment();
+  w.segment();
+  w.entry(2, false);
+  return w.finish();
+}
+
+TEST(PickleHandOver, AsTheCheckedPath) {
+  expect_as_checked_path(snapshot_like(), "whole", true);
+  expect_as_checked_path(segments_like(), "segments", true);
+}
 
 TEST(PickleHandOver, CutAtEveryByteAsTheCheckedPath) {
-  const std::string bytes = snapshot_like();
-  for (std::size_t n = 0; n < bytes.size(); ++n)
-    expect_as_checked_path(bytes.substr(0, n), "cut at " + std::to_string(n));
+  for (const std::string& bytes : {snapshot_like(), segments_like()})
+    for (std::size_t n = 0; n < bytes.size(); ++n)
+      expect_as_checked_path(bytes.substr(0, n), "cut at " + std::to_string(n));
 }
 
 TEST(PickleHandOver, EachByteBrokenAsTheCheckedPath) {
-  const std::string bytes = snapshot_like();
   // MARK, SETITEMS, APPENDS, POP, EMPTY_DICT, EMPTY_LIST, a BINGET of a slot never stored, STOP.
   const std::string breakers("(ue0}]h\xf0.", 9);
-  for (std::size_t at = 6; at < bytes.size(); ++at)
-    for (char b : breakers) {
-      if (bytes[at] == b) continue;
-      std::string broken = bytes;
-      broken[at] = b;
-      expect_as_checked_path(broken,
-                             "byte " + std::to_string(at) + " = " + std::to_string(static_cast<unsigned char>(b)));
-    }
+  for (const std::string& bytes : {snapshot_like(), segments_like()})
+    for (std::size_t at = 6; at < bytes.size(); ++at)
+      for (char b : breakers) {
+        if (bytes[at] == b) continue;
+        std::string broken = bytes;
+        broken[at] = b;
+        expect_as_checked_path(broken,
+                               "byte " + std::to_string(at) + " = " + std::to_string(static_cast<unsigned char>(b)));
+      }
 }
 
 }  // namespace
