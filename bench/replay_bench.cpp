@@ -1,5 +1,6 @@
 // Replay throughput: a parsed trace through a policy on a fresh simulated device per iteration,
-// through run_replay as every command replays.
+// through run_replay as every command replays, with the options of `fraglab replay` without
+// --stats (no detailed statistics: the pytorch policy then skips its usage statistics).
 // items_per_second = trace events replayed per second (single thread). Targets: every policy
 // >= 1 M events/s on lm2.7b-ctx128-fullstep; offline plans and replays 1 M events < 10 s.
 #include <benchmark/benchmark.h>
@@ -18,8 +19,10 @@ const std::string kReal = FRAGLAB_REAL_TRACES;
 
 void replay(benchmark::State& state, const Trace& trace, const std::string& spec) {
   const DeviceSpec device;  // the default sim device, 80 GiB
+  ReplayOptions options;
+  options.detailed_stats = false;
   for (auto _ : state) {
-    ReplayResult result = run_replay(trace, spec, device);
+    ReplayResult result = run_replay(trace, spec, device, options);
     benchmark::DoNotOptimize(result.metrics.peak_reserved);
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * trace.events.size()));
