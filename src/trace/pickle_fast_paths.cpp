@@ -217,6 +217,15 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   stack_.set_top(top);
 }
 
+void Machine::KeyTemplate::set_key_bytes(const std::uint64_t* key_bytes, std::size_t n) {
+  for (std::size_t i = 0; i <= kMaxFlatPairs; ++i) {
+    const std::uint64_t get = i < n ? key_bytes[i] : kNoKeyBytes;
+    bytes[i] = get;
+    lengths[i] = kGetLength[get & 0xff];
+    masks[i] = get == kNoKeyBytes ? 0 : kGetMask[get & 0xff];
+  }
+}
+
 // Keys [0, n) of a dict handed over with keys of its own, and their bytes (as KeyTemplate's), for
 // the next dict like it (handed_over_keys_).
 void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* key_bytes, std::size_t n) {
@@ -225,12 +234,7 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
   t.keys = handed_over_key_values_.data();
   t.size = 0;  // never shared (see handed_over_keys_)
   t.memo_overwrites = memo_overwrites_;
-  for (std::size_t i = 0; i <= kMaxFlatPairs; ++i) {
-    const std::uint64_t bytes = i < n ? key_bytes[i] : kNoKeyBytes;
-    t.bytes[i] = bytes;
-    t.lengths[i] = kGetLength[bytes & 0xff];
-    t.masks[i] = bytes == kNoKeyBytes ? 0 : kGetMask[bytes & 0xff];
-  }
+  t.set_key_bytes(key_bytes, n);
 }
 
 // A snapshot trace entry as CPython pickles it: EMPTY_DICT MEMOIZE MARK, then key/value pairs
@@ -456,12 +460,7 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
     key_template_.keys = own;
     key_template_.size = n;
     key_template_.memo_overwrites = memo_overwrites_;
-    for (std::size_t i = 0; i <= kMaxPairs; ++i) {
-      const std::uint64_t bytes = i < n ? key_bytes[i] : kNoKeyBytes;
-      key_template_.bytes[i] = bytes;
-      key_template_.lengths[i] = kGetLength[bytes & 0xff];
-      key_template_.masks[i] = bytes == kNoKeyBytes ? 0 : kGetMask[bytes & 0xff];
-    }
+    key_template_.set_key_bytes(key_bytes.data(), n);
   }
   memo_.set_top(memo_top);
   memo_count_ = memo_.size();

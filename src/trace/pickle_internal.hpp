@@ -493,6 +493,9 @@ class Machine {
       masks.fill(0);
       lengths.fill(0);
     }
+    // Keys [0, n) fetched by the GETs `key_bytes` (kNoKeyBytes: no GET), no key from n on
+    // (pickle_fast_paths.cpp).
+    inline void set_key_bytes(const std::uint64_t* key_bytes, std::size_t n);
   };
   KeyTemplate key_template_;
   static const KeyTemplate kNoKeyTemplate;  // matches no key
