@@ -48,6 +48,12 @@ class AddressTable {
     }
     return s;
   }
+  // Room for `addresses` addresses in all without a rehash.
+  void reserve(std::size_t addresses) {
+    std::size_t size = mask_ + 1;
+    while (size < 2 * addresses) size *= 2;
+    if (size != mask_ + 1) rehash(size);
+  }
   const Slot* find(Addr addr) const {
     const Slot& s = slots_[probe(slots_.data(), mask_, addr)];
     return s.used ? &s : nullptr;

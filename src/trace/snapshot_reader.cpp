@@ -35,7 +35,6 @@
 
 #include <fmt/format.h>
 
-#include "fraglab/seeded_hash.hpp"
 #include "fraglab/trace_io.hpp"
 #include "trace/address_table.hpp"
 #include "trace/dict_layout.hpp"
@@ -858,7 +857,7 @@ void SnapshotReader::add_block_allocations() {
 // events only. Undoing them one by one in a search tree cost ~470 instructions per event (insert,
 // erase and neighbour searches; lm2.7b-ctx512 has 1,235 on 868 segments). Here every range that
 // ever exists is a record of the undo steps it lives through: a segment_alloc's range is found by
-// its start address in a hash table, and the overlap checks of the segment_free undos are made at
+// its start address in an AddressTable, and the overlap checks of the segment_free undos are made at
 // the end, all at once, by a sweep over the records in address order: two records that overlap in
 // both address and lifetime, one of them a segment_free's, are an undo the tree would refuse.
 // Returns false, having changed nothing, on anything the tree would refuse or checks otherwise (a
@@ -885,22 +884,15 @@ bool SnapshotReader::rebuild_whole_segments(Trace& trace) const {
   if (most >= std::numeric_limits<std::uint32_t>::max() / 4) return false;
   std::vector<Record> records;
   records.reserve(most);
-  // Start address -> 1 + the index of the last record that started there (0: none); a record
-  // there that died leaves its slot set (no deletions in linear probing).
-  std::size_t mask = 15;
-  while (mask + 1 < 2 * most) mask = 2 * mask + 1;
-  std::vector<std::uint32_t> slots(mask + 1);
-  const std::uint64_t seed = hash_seed();  // no input aims its addresses at one slot
-  auto slot_of = [&](Addr addr) -> std::uint32_t& {
-    std::size_t i = static_cast<std::size_t>(seeded_hash(addr, seed) >> 32) & mask;
-    while (slots[i] != 0 && records[slots[i] - 1].addr != addr) i = (i + 1) & mask;
-    return slots[i];
-  };
+  // Start address -> 1 + the index of the last record that started there (the slot's ref; 0:
+  // none); a record there that died leaves it set.
+  detail::AddressTable starts;
+  starts.reserve(most);
   for (const SnapshotSegment& seg : segments_) {
     if (seg.size == 0 || (!records.empty() && seg.addr <= records.back().addr)) return false;
-    std::uint32_t& slot = slot_of(seg.addr);
+    std::uint64_t& slot = starts.get(seg.addr).ref;
     records.push_back(Record{seg.addr, Range{seg.size, seg.stream, seg.small_pool, seg.expandable}, 0, kAlive});
-    slot = static_cast<std::uint32_t>(records.size());
+    slot = records.size();
   }
   const std::size_t snapshot_records = records.size();
   std::size_t step = 0;
@@ -908,7 +900,7 @@ bool SnapshotReader::rebuild_whole_segments(Trace& trace) const {
   for (auto it = segment_entries_.rbegin(); it != segment_entries_.rend(); ++it) {  // NOLINT(modernize-loop-convert)
     const Entry& e = it->second;
     ++step;
-    std::uint32_t& slot = slot_of(e.addr);
+    std::uint64_t& slot = starts.get(e.addr).ref;
     const bool live = slot != 0 && records[slot - 1].died == kAlive;
     if (e.action == Action::SegmentAlloc) {  // undo: the segment did not exist yet
       if (!live || records[slot - 1].range.size != e.size) return false;
@@ -916,7 +908,7 @@ bool SnapshotReader::rebuild_whole_segments(Trace& trace) const {
     } else {  // segment_free; undo: it existed, one fully free block (§12.2)
       if (live) return false;
       records.push_back(Record{e.addr, Range{e.size, e.stream, e.size == kSmallSegment, false}, step, kAlive});
-      slot = static_cast<std::uint32_t>(records.size());
+      slot = records.size();
     }
   }
   // Every record in address order: the snapshot's are (checked above), the undone frees' sorted.
