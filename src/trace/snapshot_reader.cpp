@@ -531,9 +531,10 @@ void SnapshotReader::collect_segments() {
                               seg.size, seg.addr));
     seg.stream = u64_field(keys, s, kSegStream, where);
     const Value& type = field(keys, s, kSegType, where);
-    if (!type.is_str() || (type.str() != "small" && type.str() != "large"))
+    // is(): a string_view compare called memcmp twice per segment.
+    if (!type.is_str() || (!is(type.str(), "small") && !is(type.str(), "large")))
       fail(where, "key 'segment_type': expected \"small\" or \"large\"");
-    seg.small_pool = type.str() == "small";
+    seg.small_pool = is(type.str(), "small");
     if (const Value* e = keys.get(s, kSegExpandable)) {  // 2.1+ only
       if (e->kind != Kind::Bool) fail_type(where, "is_expandable", "a bool", *e);
       seg.expandable = e->boolean;
@@ -886,8 +887,7 @@ bool SnapshotReader::rebuild_whole_segments(Trace& trace) const {
   records.reserve(most);
   // Start address -> 1 + the index of the last record that started there (the slot's ref; 0:
   // none); a record there that died leaves it set.
-  detail::AddressTable starts;
-  starts.reserve(most);
+  detail::AddressTable starts(most);
   for (const SnapshotSegment& seg : segments_) {
     if (seg.size == 0 || (!records.empty() && seg.addr <= records.back().addr)) return false;
     std::uint64_t& slot = starts.get(seg.addr).ref;
