@@ -92,7 +92,13 @@ class AddressTable {
   }
   static std::unique_ptr<Slot[]> empty_slots(std::size_t size) {
     auto slots = std::make_unique_for_overwrite<Slot[]>(size);
-    for (std::size_t i = 0; i < size; ++i) slots[i].used = false;
+    // Four a step (size is a power of two >= kDefaultSize): one store per slot, not four instructions.
+    for (std::size_t i = 0; i < size; i += 4) {
+      slots[i].used = false;
+      slots[i + 1].used = false;
+      slots[i + 2].used = false;
+      slots[i + 3].used = false;
+    }
     return slots;
   }
   void rehash(std::size_t size) {
