@@ -217,6 +217,14 @@ void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* 
   stack_.set_top(top);
 }
 
+void Machine::place_handed_over_tuple(std::size_t at, Value* memoized, const Value& first, std::int64_t second) {
+  Value* const items = alloc_values(2);
+  items[0] = first;
+  items[1] = make_int(second);
+  stack_[at].tuple_items = items;
+  if (memoized) memoized->tuple_items = items;
+}
+
 void Machine::KeyTemplate::set_key_bytes(const std::uint64_t* key_bytes, std::size_t n) {
   for (std::size_t i = 0; i <= kMaxFlatPairs; ++i) {
     const std::uint64_t get = i < n ? key_bytes[i] : kNoKeyBytes;
@@ -260,7 +268,8 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
   const unsigned char* const end = end_;
   if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK) return at;
   // New memo slots are written past the memo's top and kept only on success; at most one per
-  // opcode read below (the dict, and each key, value and frames list).
+  // opcode read below (the dict, and each key, value and frames list; a tuple ends the dict's
+  // pairs, read below kMaxPairs).
   const std::size_t memo_before = memo_.size();
   memo_.reserve_more(2 * kMaxPairs + 2);
   Value* const memo = &memo_[0];
@@ -326,9 +335,35 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
         key_array = tmpl->keys;
         continue;
       }
-      // An int key, or a tuple's second item (segments): before the keys are copied, so that a
-      // segment read on handed_over_keys_ is handed over without remembering its keys again.
-      if (*q != BINGET && *q != LONG_BINGET && *q != SHORT_BINUNICODE) return hand_over(false);
+      // Not a plain key: an int key, or a tuple's second item (segments). Handed over before the
+      // keys are copied, so that a segment read on handed_over_keys_ is handed over without
+      // remembering its keys again.
+      if (*q != BINGET && *q != LONG_BINGET && *q != SHORT_BINUNICODE) {
+        // A small int and TUPLE2 (a segment's (0, 0)): the value read last and it become the
+        // pair's tuple here, as TUPLE2 makes it on the checked path, and the dict is handed over
+        // after it (and its MEMOIZE). The checked path makes a skipped tuple under the skip key
+        // and refuses a skipped item: those are handed over before the tuple.
+        if (*q == BININT1 && q[2] == TUPLE2 && n > 0 && values[n - 1].kind != Kind::Skipped &&
+            !is_skip_key(key_array[n - 1])) {
+          const Value first = values[n - 1];
+          const std::int64_t second = q[1];
+          values[n - 1] = Value{};
+          values[n - 1].kind = Kind::Tuple;
+          values[n - 1].length = 2;  // its items are placed once handed over
+          q += 3;
+          Value* memoized = nullptr;
+          if (*q == MEMOIZE) {
+            memoized = memo_top;
+            *memo_top++ = values[n - 1];
+            ++q;
+          }
+          const std::size_t at = stack_.size() + 2 * n;  // the dict, then the pairs: value n - 1
+          hand_over(false);
+          place_handed_over_tuple(at, memoized, first, second);
+          return q;
+        }
+        return hand_over(false);
+      }
       if (!own_keys) {  // the keys so far were the template's
         copy_values(keys.values, tmpl->keys, n);
         std::copy_n(tmpl->bytes.begin(), n, key_bytes.begin());

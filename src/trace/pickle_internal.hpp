@@ -331,6 +331,12 @@ class Machine {
   [[gnu::noinline]] void hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n,
                                         bool with_key, Value* memo_top, const Value& list,
                                         const unsigned char* list_run_start, const unsigned char* list_run_end);
+  // The tuple take_flat_dict makes of a pair's value `first` and a small int (a segment's
+  // segment_pool_id, (0, 0)) once the dict is handed over: its items go to the arena and the
+  // handed-over value at stack_[at] and its memo copy (`memoized`, or null) point at them. Out of
+  // line: once per segment, never on a trace entry.
+  [[gnu::noinline]] void place_handed_over_tuple(std::size_t at, Value* memoized, const Value& first,
+                                                 std::int64_t second);
   // A flat dict's DictObject in the arena, rounded to the values after it (take_flat_dict).
   static constexpr std::size_t kFlatDictHeader = (sizeof(DictObject) + 15) & ~std::size_t{15};
   // Readable bytes at the start of a flat dict's pair: a key (5) and a value (10, LONG1 of 8

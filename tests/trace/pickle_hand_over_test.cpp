@@ -1,10 +1,10 @@
 // Flat dicts that Machine::take_flat_dict (pickle_fast_paths.cpp) starts and then hands over to
 // the checked path in their middle: at a frame dict not seen before inside a frames list (after
-// GETs, or first), at a FRAME opcode inside one, at an int key or a tuple's second item (a
-// segment's (0, 0)), at a list of dicts (a segment's blocks) and at a value it does not take (a
-// float). The checked path goes on from the stack and MARKs it is handed, so the document must be
-// the one the checked switch alone builds, or the error the same: also with the input cut at
-// every byte, and with each byte of the dicts replaced by an opcode that breaks them.
+// GETs, or first), at a FRAME opcode inside one, at an int key, after a tuple it made of a value
+// and a small int (a segment's (0, 0)), at a tuple under the skip key, at a list of dicts (a
+// segment's blocks) and at a value it does not take (a float). The checked path goes on from the stack and MARKs it is
+// handed, so the document must be the one the checked switch alone builds, or the error the same: also with the input
+// cut at every byte, and with each byte of the dicts replaced by an opcode that breaks them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -101,6 +101,32 @@ class Writer : MemoWriter {
     key("flag", flag_slot_);
     out_ += "\x89u";  // NEWFALSE, SETITEMS
   }
+  // Tuples the fast path makes: {'device': 0, 'pair': (3, 4)} with no MEMOIZE; {'device': 0,
+  // 'pair': (1, 2)} with its first item and the tuple memoized; {'frames': (5, 6)}, under the skip
+  // key when frames are skipped; {'device': 0, 'pair': <a GET of the memoized (1, 2)>}.
+  void tuples() {
+    open_dict();
+    key("device", device_slot_);
+    out_ += std::string("K\0", 2);
+    key("pair", pair_slot_);
+    out_ += std::string("K\x03K\x04\x86u", 6);  // BININT1 3, BININT1 4, TUPLE2, SETITEMS
+    open_dict();
+    key("device", device_slot_);
+    out_ += std::string("K\0", 2);
+    key("pair", pair_slot_);
+    out_ += std::string("K\x01\x94K\x02\x86\x94u", 8);  // 1 MEMOIZE, 2, TUPLE2, MEMOIZE, SETITEMS
+    ++next_slot_;
+    const std::uint32_t tuple_slot = next_slot_++;
+    open_dict();
+    key("frames", frames_slot_);
+    out_ += std::string("K\x05K\x06\x86u", 6);
+    open_dict();
+    key("device", device_slot_);
+    out_ += std::string("K\0", 2);
+    key("pair", pair_slot_);
+    get(tuple_slot);
+    out_ += 'u';
+  }
   // The slot of 'device' now holds the int 5 (BININT1 5, BINPUT, POP): the same GET bytes fetch
   // another key from here on.
   void overwrite_device_key() {
@@ -151,6 +177,7 @@ std::string segments_like() {
   w.segment();
   w.dict_on_segment_keys();
   w.dict_on_segment_keys();
+  w.tuples();
   w.segment();
   w.overwrite_device_key();
   w.segment();
