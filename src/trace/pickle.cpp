@@ -57,8 +57,19 @@ Value Machine::new_tuple(std::size_t first, std::size_t n) {
 void Machine::list_extend(Value& target, std::size_t first, std::size_t n) {
   if (kind_of(target) != Kind::List)
     fail(fmt::format("appending to a {}, expected a list", kind_name(kind_of(target))));
-  if (n == 0 || target.kind == Kind::Skipped) return;
-  check_built(first, n);
+  if (target.kind == Kind::Skipped) [[unlikely]] {
+    if (target.streamed_list()) {
+      stream_entries(first, n);
+    } else if (target.integer != 0) {
+      throw SkippedValueEscapes{};  // a memo copy of a streamed value (memo_copy)
+    }
+    return;
+  }
+  if (n == 0) return;
+  if (target.list == stream_outer_) [[unlikely]]
+    check_built_but_streamed_list(first, n);
+  else
+    check_built(first, n);
   ListObject& l = *target.list;
   std::size_t want = std::size_t{l.size} + n;
   if (want > std::numeric_limits<std::uint32_t>::max()) fail("list longer than 2^32-1 items");
@@ -79,7 +90,9 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
     fail(fmt::format("setting items of a {}, expected a dict", kind_name(kind_of(target))));
   if (n_items % 2) fail(fmt::format("odd number of items ({}) for key/value pairs", n_items));
   if (n_items == 0) return;
-  const bool built = target.kind != Kind::Skipped;
+  // A streamed entry is built (in the entry arena); a memo copy of a streamed value may not change.
+  const bool built = target.kind != Kind::Skipped || is_streamed_entry(target);
+  if (target.kind == Kind::Skipped && target.integer == kPoisoned) throw SkippedValueEscapes{};
   // One test per pair for the usual str or int key and built value; the rest is looked at closely.
   constexpr unsigned kLookCloser = 1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
                                    1u << static_cast<unsigned>(Kind::Skipped);
@@ -167,6 +180,54 @@ void Machine::remember_key_array(const Value* keys, std::size_t pairs) {
   recent_keys_[0] = RecentKeys{keys, pairs};
 }
 
+// EMPTY_LIST with a sink: the streamed list when this is the first list made as an item of the
+// list under the root dict's key 'device_traces' (the root at the stack's bottom, its MARK just
+// above it, the key at a key's place of its pairs; that list's items come by APPEND, one device,
+// or after its own MARK). The list holding it must have one reference, the one on the stack: no
+// memo write since it was made, or one, into the last memo slot, which is poisoned here.
+Value Machine::new_list_or_streamed() {
+  const std::size_t size = stack_.size();
+  auto is_device_traces = [](const Value& v) {
+    return v.kind == Kind::Str && v.length == 13 && std::memcmp(v.text, "device_traces", 13) == 0;
+  };
+  if (!stream_outer_ && outer_candidate_ && !marks_.empty() && marks_[0] == 1 && stack_[0].kind == Kind::Dict) {
+    std::size_t outer = 0;  // the holding list's place on the stack (0: none)
+    if (marks_.size() == 1 && size >= 1)
+      outer = size - 1;
+    else if (marks_.size() == 2 && floor_ >= 1)
+      outer = floor_ - 1;
+    const std::size_t writes = memo_writes() - outer_candidate_writes_;
+    Value* const last = memo_.size() > 0 ? &memo_[memo_.size() - 1] : nullptr;
+    const bool memoized_last = writes == 1 && memo_count_ == memo_.size() && last && last->kind == Kind::List &&
+                               last->list == outer_candidate_;
+    if (outer >= 2 && outer % 2 == 0 && stack_[outer].kind == Kind::List && stack_[outer].list == outer_candidate_ &&
+        is_device_traces(stack_[outer - 1]) && (writes == 0 || memoized_last)) {
+      if (memoized_last) *last = poisoned(Kind::List);
+      stream_outer_ = outer_candidate_;
+      Value v = skipped(Kind::List);
+      v.integer = Value::kStreamedList;
+      return v;
+    }
+  }
+  Value v = new_list(0, 0);
+  if (!stream_outer_ && size >= 2 && size % 2 == 0 && is_device_traces(stack_[size - 1])) {
+    outer_candidate_ = v.list;
+    outer_candidate_writes_ = memo_writes();
+  }
+  return v;
+}
+
+// An entry dict of the streamed list made on the checked path (the fast path builds its own).
+Value Machine::new_streamed_entry() { return streamed_entry(new_dict(0, 0)); }
+
+// The streamed list takes stack_[first, first + n): each goes to the sink in order. Then no
+// streamed entry is left anywhere it could be read (each had one reference, now taken, or put
+// where nothing reads: skipped containers, skip_key values), so the entry arena starts again.
+void Machine::stream_entries(std::size_t first, std::size_t n) {
+  if (n) sink_->take(std::span<const Value>(&stack_[first], n));
+  entry_arena_->rewind();
+}
+
 void Machine::refuse() {
   switch (*op_at_) {
     case GLOBAL:
@@ -244,6 +305,10 @@ Value Machine::run(int& protocol) {
       case DUP: {
         require(1);
         Value top = stack_.back();
+        // A streamed value has one reference (memo_copy): a second one means starting again.
+        if ((top.kind == Kind::Skipped && top.integer >= Value::kStreamedList) ||
+            (top.kind == Kind::List && top.list == stream_outer_))
+          throw SkippedValueEscapes{};
         push(top);
         break;
       }
@@ -284,7 +349,7 @@ Value Machine::run(int& protocol) {
       case MEMOIZE:
         // Without sparse PUTs the memo is dense and MEMOIZE appends: the common case, inline.
         if (memo_count_ == memo_.size() && depth() > 0) [[likely]] {
-          memo_.push_back(stack_.back());
+          memo_.push_back(memo_copy(stack_.back()));
           ++memo_count_;
         } else {
           memo_put(memo_count_);
@@ -404,7 +469,7 @@ Value Machine::run(int& protocol) {
 
       // ---- containers ----
       case EMPTY_LIST:
-        push(skip_at(stack_.size()) ? skipped(Kind::List) : new_list(0, 0));
+        push(skip_at(stack_.size()) ? skipped(Kind::List) : sink_ ? new_list_or_streamed() : new_list(0, 0));
         break;
       case EMPTY_DICT:
         if (skip_at(stack_.size())) {
@@ -415,7 +480,7 @@ Value Machine::run(int& protocol) {
           p = after;
           break;
         }
-        push(new_dict(0, 0));
+        push(in_streamed_list(stack_.size()) ? new_streamed_entry() : new_dict(0, 0));
         break;
       case EMPTY_TUPLE:
         push(skip_at(stack_.size()) ? skipped(Kind::Tuple) : new_tuple(0, 0));
@@ -501,12 +566,18 @@ PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin, 
     : arena_(std::max<std::size_t>(4 * bytes.size(), 64 * 1024)) {
   if (!options.skip_key.empty()) {
     try {
-      internal::Machine machine(bytes, origin, arena_, options.skip_key, options.fast_paths);
+      // Streamed entries are built here, and it starts again as each batch of them is taken: it
+      // stays as small as a batch (1000 entries of ~150 bytes), or the input when that is less.
+      Arena entry_arena(std::clamp<std::size_t>(bytes.size() / 4, 4096, 256 * 1024), false);
+      EntrySink* const sink = options.fast_paths ? options.entry_sink : nullptr;
+      internal::Machine machine(bytes, origin, arena_, options.skip_key, options.fast_paths, sink, &entry_arena);
       root_ = machine.run(protocol_);
       skipped_ = true;
+      streamed_lists_ = machine.streamed_lists();
       return;
     } catch (const internal::SkippedValueEscapes&) {
       // Build everything: what was built so far stays in the arena, unused.
+      if (options.entry_sink) options.entry_sink->discard();
     }
   }
   internal::Machine machine(bytes, origin, arena_, {}, options.fast_paths);

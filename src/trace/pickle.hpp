@@ -20,7 +20,11 @@
 //    but every opcode is still run and checked, so the document is the same as without the
 //    option except for those values, and the same input fails with the same message. A skipped
 //    container that would be reachable any other way (memo GET into a built container, the
-//    root) makes the reader start again without skipping: the result never depends on a guess.
+//    root) makes the reader start again without skipping: the result never depends on a guess;
+//  - with PickleOptions::entry_sink, the entries of a snapshot's first device trace list are
+//    handed to the sink as that list takes them, and not kept: the list is a Kind::Skipped value
+//    that streamed_list() recognises, and a document is only handed out when nothing else can
+//    reach those entries (else the reader starts again without skipping or streaming).
 #pragma once
 
 #include <cstddef>
@@ -98,6 +102,18 @@ struct Value {
   std::string_view str() const { return {text, length}; }  // Str or Bytes only
   // Items of a list or tuple (empty for any other kind).
   std::span<const Value> items() const;
+  // The device trace list whose entries went to PickleOptions::entry_sink (see EntrySink).
+  bool streamed_list() const { return kind == Kind::Skipped && integer == kStreamedList; }
+  // Kind::Skipped values carry this in `integer` for the streamed list (0 for skipped ones).
+  static constexpr std::int64_t kStreamedList = 2;
+  // An item of the streamed list that was built for the sink: its dict (EntrySink::take).
+  bool is_streamed_entry() const { return kind == Kind::Skipped && integer > kStreamedList; }
+  Value streamed_dict() const {
+    Value v;
+    v.kind = Kind::Dict;
+    v.dict = dict;
+    return v;
+  }
   // Dict lookup by str key; nullptr when absent or when this is not a dict.
   const Value* find(std::string_view key) const;
   std::uint32_t dict_size() const { return kind == Kind::Dict ? dict->size : 0; }
@@ -120,7 +136,9 @@ class Arena {
  public:
   static constexpr std::size_t kMaxSpareChunk = std::size_t{32} << 20;
 
-  explicit Arena(std::size_t first_chunk) : next_chunk_(first_chunk) {}
+  // `shares_spare` false: a scratch arena, which neither takes nor keeps the spare chunk below.
+  explicit Arena(std::size_t first_chunk, bool shares_spare = true)
+      : next_chunk_(first_chunk), shares_spare_(shares_spare) {}
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -143,6 +161,13 @@ class Arena {
     return cur_;
   }
   void take(std::size_t bytes) { cur_ += (bytes + 15) & ~std::size_t{15}; }
+  // Hands out the last (biggest) chunk again from its start: everything handed out before is
+  // void. For a scratch arena whose contents are dead at known points.
+  void rewind() {
+    if (chunks_.empty()) return;
+    cur_ = chunks_.back().data;
+    end_ = cur_ + chunks_.back().size;
+  }
 
   // Frees this thread's kept chunk (the next document's first chunk comes from the system).
   static void release_spare_chunk();
@@ -160,6 +185,24 @@ class Arena {
   std::byte* cur_ = nullptr;
   std::byte* end_ = nullptr;
   std::size_t next_chunk_;
+  bool shares_spare_;
+};
+
+// Takes a snapshot's trace entries as the reader completes them (PickleOptions::entry_sink), so
+// that they need not be kept: a million entries would fill ~150 MB of arena pages, which the kernel
+// zero-fills, only to be walked once afterwards. The streamed list is the first list built as an
+// item of the list under the root dict's key 'device_traces'. take() gets the items that list takes
+// (APPEND, APPENDS), in list order, valid only during the call: an entry built for the sink is
+// Value::is_streamed_entry(), read through streamed_dict(); anything else the sink must not try to
+// read (a value shared with the rest of the document, which may still change).
+class EntrySink {
+ public:
+  virtual void take(std::span<const Value> items) = 0;
+  // The reader starts again without streaming: what was handed over so far is void.
+  virtual void discard() = 0;
+
+ protected:
+  ~EntrySink() = default;
 };
 
 struct PickleOptions {
@@ -170,6 +213,9 @@ struct PickleOptions {
   // False: every opcode goes through the checked dispatch switch, none through the fast paths of
   // pickle_fast_paths.cpp. The document is the same either way (the fuzzers check it: tests/fuzz).
   bool fast_paths = true;
+  // Streams the entries of a snapshot's first device trace list (EntrySink). Only with skip_key
+  // and fast_paths; null: keep every entry in the document.
+  EntrySink* entry_sink = nullptr;
 };
 
 // One parsed pickle. Not copyable: its values point into its arena.
@@ -186,12 +232,16 @@ class PickleDocument {
   // False when skip_key was given but a skipped container turned out to be reachable some other
   // way, so everything was built after all (see the invariants above).
   bool skipped() const { return skipped_; }
+  // The list under the root's 'device_traces' key that holds the streamed list (its only
+  // reference, see EntrySink), or nullptr when nothing was streamed.
+  const ListObject* streamed_lists() const { return streamed_lists_; }
 
  private:
   Arena arena_;
   Value root_;
   int protocol_ = 0;
   bool skipped_ = false;
+  const ListObject* streamed_lists_ = nullptr;
 };
 
 }  // namespace fraglab::pickle

@@ -66,7 +66,7 @@ Arena::~Arena() {
   for (const Chunk& chunk : chunks_) {
     // Keep the biggest chunk that is not too big; a chunk is aligned to what its size asked for,
     // so any chunk at least as big fits any later request (see refill).
-    if (chunk.size <= kMaxSpareChunk && chunk.size > spare.size()) {
+    if (shares_spare_ && chunk.size <= kMaxSpareChunk && chunk.size > spare.size()) {
       spare.keep(chunk);
     } else {
       free_chunk(chunk);
@@ -85,7 +85,7 @@ void Arena::refill(std::size_t bytes) {
   const bool huge = size >= kHuge;
   if (huge) size = (size + kHuge - 1) / kHuge * kHuge;
   // The kept chunk's pages are most likely still mapped: no faults, no zeroing.
-  Chunk chunk = spare.take(size);
+  Chunk chunk = shares_spare_ ? spare.take(size) : Chunk{};
   if (!chunk.data) {
     chunk.size = size;
     chunk.align = std::align_val_t{huge ? kHuge : alignof(std::max_align_t)};

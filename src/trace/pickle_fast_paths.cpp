@@ -45,7 +45,7 @@ inline const unsigned char* Machine::valid_get_run_end(const unsigned char* at) 
 const unsigned char* Machine::take_get_run(const unsigned char* at) {
   const unsigned char* q = valid_get_run_end(at);
   if (q == at) return at;
-  if (q < end_ && *q == APPENDS && floor_ > 0 && stack_[floor_ - 1].kind == Kind::Skipped &&
+  if (q < end_ && *q == APPENDS && floor_ > 0 && is_skip_parent(stack_[floor_ - 1]) &&
       static_cast<Kind>(stack_[floor_ - 1].length) == Kind::List)
     return q;  // APPENDS drops everything above its MARK (or fails without looking at it)
   const Value* const memo = &memo_[0];
@@ -188,12 +188,12 @@ void Machine::remember_run(const RunMemo& run) {
 // it too, its MARK, and the values of the GETs in [list_run_start, list_run_end), which
 // valid_get_run_end checked. Out of line: inlined, it takes registers from take_flat_dict's pair
 // loop (~12 instructions on every entry of a snapshot without frames).
-void Machine::hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n, bool with_key,
-                             Value* memo_top, const Value& list, const unsigned char* list_run_start,
+void Machine::hand_over_dict(const Value& dict, Arena& arena, const Value* keys, const Value* values, std::size_t n,
+                             bool with_key, Value* memo_top, const Value& list, const unsigned char* list_run_start,
                              const unsigned char* list_run_end) {
   memo_.set_top(memo_top);
   memo_count_ = memo_.size();
-  arena_.take(kFlatDictHeader);
+  arena.take(kFlatDictHeader);
   *dict.dict = DictObject{};
   push(dict);
   mark();
@@ -261,9 +261,12 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
 // A dict with a value this path does not take (a list of dicts, a tuple, a frame not seen before
 // inside a frames list, ...) is handed over to the checked path there (hand_over, below):
 // `handed_over` is set and the position of that opcode returned.
+// `streamed`: an item of the streamed list (EntrySink), built in the entry arena, pushed as a
+// streamed entry and memoized poisoned (memo_copy).
 [[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(const unsigned char* at,
                                                                            const unsigned char* const last_pair_start,
-                                                                           bool& handed_over) {
+                                                                           bool& handed_over, const bool streamed,
+                                                                           Arena* const dict_arena) {
   constexpr std::size_t kMaxPairs = kMaxFlatPairs;
   const unsigned char* const end = end_;
   if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK) return at;
@@ -285,11 +288,13 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
   // (nothing else allocates from the arena meanwhile); the keys gather here until it is known
   // whether they are the last dict's keys.
   constexpr std::size_t kHeader = kFlatDictHeader;
-  auto* const block = static_cast<unsigned char*>(arena_.peek(kHeader + kMaxPairs * sizeof(Value)));
+  Arena& arena = *dict_arena;
+  auto* const block = static_cast<unsigned char*>(arena.peek(kHeader + kMaxPairs * sizeof(Value)));
   Value dict;
-  dict.kind = Kind::Dict;
+  dict.kind = streamed ? Kind::Skipped : Kind::Dict;  // a streamed entry: see streamed_entry()
+  dict.length = streamed ? static_cast<std::uint32_t>(Kind::Dict) : 0;
   dict.dict = reinterpret_cast<DictObject*>(block);
-  *memo_top++ = dict;
+  *memo_top++ = streamed ? poisoned(Kind::Dict) : dict;
   Value* const values = reinterpret_cast<Value*>(block + kHeader);
   // While the keys are the template's (tmpl, below), they are not copied; from the first that is
   // not, the keys and their bytes gather here. Uninitialised: only keys[0, n) are ever read.
@@ -312,7 +317,7 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
   // one opcode at a time. Returns `q`, the opcode the checked path runs next.
   auto hand_over = [&](bool with_key, const unsigned char* list_run_end = nullptr) {
     if (own_keys) remember_handed_over_keys(keys.values, key_bytes.data(), n);
-    hand_over_dict(dict, key_array, values, n, with_key, memo_top, values[n], q + 1, list_run_end);
+    hand_over_dict(dict, arena, key_array, values, n, with_key, memo_top, values[n], q + 1, list_run_end);
     handed_over = true;
     return list_run_end ? list_run_end : q;
   };
@@ -477,7 +482,7 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
     ++n;
   }
   // SETITEMS: every pair is already checked.
-  arena_.take(kHeader + n * sizeof(Value));
+  arena.take(kHeader + n * sizeof(Value));
   DictObject& d = *dict.dict;
   d.values = values;
   d.size = static_cast<std::uint32_t>(n);
@@ -515,9 +520,14 @@ const unsigned char* Machine::take_flat_dicts(const unsigned char* at) {
   // A pair may start at or before this with kPairBytes readable.
   const unsigned char* const last_pair_start = end_ - begin_ >= kPairBytes ? end_ - kPairBytes : begin_;
   const unsigned char* q = at;
+  // Items of the streamed list: all of them after its MARK, or the first one on top of it (APPEND).
+  const bool after_streamed_mark = stream_outer_ && floor_ > 0 && stack_[floor_ - 1].streamed_list();
+  bool streamed = after_streamed_mark || in_streamed_list(stack_.size());
   for (;;) {
     bool handed_over = false;
-    const unsigned char* after = take_flat_dict(q, last_pair_start, handed_over);
+    const unsigned char* after =
+        take_flat_dict(q, last_pair_start, handed_over, streamed, streamed ? entry_arena_ : &arena_);
+    streamed = after_streamed_mark;
     if (after == q) {
       flat_dict_refused_ = q;
       return q;

@@ -216,13 +216,16 @@ struct SkippedValueEscapes {};
 
 class Machine {
  public:
+  // `sink` (with `entry_arena` for the streamed entries): see EntrySink; needs skip_key.
   Machine(std::string_view bytes, std::string_view origin, Arena& arena, std::string_view skip_key,
-          bool fast_paths = true)
+          bool fast_paths = true, EntrySink* sink = nullptr, Arena* entry_arena = nullptr)
       : begin_(reinterpret_cast<const unsigned char*>(bytes.data())),
         end_(begin_ + bytes.size()),
         origin_(origin),
         skip_key_(skip_key),
         fast_paths_(fast_paths),
+        sink_(skip_key.empty() ? nullptr : sink),
+        entry_arena_(entry_arena),
         arena_(arena),
         stack_(256),
         // Snapshots memoize one value per 20-90 input bytes: reserving for the densest case
@@ -230,6 +233,8 @@ class Machine {
         memo_(bytes.size() / 16 + 16) {}
 
   Value run(int& protocol);
+  // The list holding the streamed list (EntrySink), or nullptr when none was made.
+  const ListObject* streamed_lists() const { return stream_outer_; }
 
  private:
   // ---- errors ----------------------------------------------------------------------------------
@@ -301,7 +306,7 @@ class Machine {
     // Pickler indices are dense and each PUT costs input bytes, so a valid pickle never needs an
     // index beyond its size; a bigger one is hostile (it would make us allocate gigabytes).
     if (index == memo_.size()) {  // the usual case: the next dense index
-      memo_.push_back(stack_.back());
+      memo_.push_back(memo_copy(stack_.back()));
       ++memo_count_;
       return;
     }
@@ -316,20 +321,31 @@ class Machine {
       ++memo_count_;
     else
       ++memo_overwrites_;  // a slot a key template may name now holds something else
-    memo_[index] = stack_.back();
+    memo_[index] = memo_copy(stack_.back());
   }
   [[gnu::always_inline]] void memo_get(std::uint64_t index) {
     if (index >= memo_.size() || memo_[index].kind == Kind::Missing) [[unlikely]]
       fail(fmt::format("memo index {} was never stored (bad memo index)", index));
     push(memo_[index]);
   }
+  // What the memo keeps of a stack value: a copy of a streamed value (the streamed list, the list
+  // holding it, an entry handed to the sink) is poisoned, so that every value the sink took or
+  // will take has one reference, the one on the stack (DUP of one starts again, see run()).
+  [[gnu::always_inline]] Value memo_copy(const Value& v) const {
+    if (v.kind == Kind::Skipped && v.integer != 0) [[unlikely]]
+      return poisoned(static_cast<Kind>(v.length));
+    if (v.kind == Kind::List && v.list == stream_outer_) [[unlikely]]
+      return poisoned(Kind::List);
+    return v;
+  }
   const unsigned char* take_get_run(const unsigned char* at);
   [[gnu::always_inline]] inline const unsigned char* valid_get_run_end(const unsigned char* at);
   const unsigned char* valid_get_run_end_unpredicted(const unsigned char* at);
   const unsigned char* take_flat_dicts(const unsigned char* at);
-  const unsigned char* take_flat_dict(const unsigned char* at, const unsigned char* last_pair_start, bool& handed_over);
-  [[gnu::noinline]] void hand_over_dict(const Value& dict, const Value* keys, const Value* values, std::size_t n,
-                                        bool with_key, Value* memo_top, const Value& list,
+  const unsigned char* take_flat_dict(const unsigned char* at, const unsigned char* last_pair_start, bool& handed_over,
+                                      bool streamed, Arena* dict_arena);
+  [[gnu::noinline]] void hand_over_dict(const Value& dict, Arena& arena, const Value* keys, const Value* values,
+                                        std::size_t n, bool with_key, Value* memo_top, const Value& list,
                                         const unsigned char* list_run_start, const unsigned char* list_run_end);
   // The tuple take_flat_dict makes of a pair's value `first` and a small int (a segment's
   // segment_pool_id, (0, 0)) once the dict is handed over: its items go to the arena and the
@@ -424,6 +440,36 @@ class Machine {
     if (k == Kind::List || k == Kind::Dict) fail(fmt::format("dict key of type {} is unhashable", kind_name(k)));
   }
 
+  // ---- streaming (PickleOptions::entry_sink) ---------------------------------------------------
+  // Kind::Skipped values carry in `integer`: 0 for a skipped container, Value::kStreamedList, this
+  // for a memo copy of a streamed value (any use of it as a target, or in a built container,
+  // starts again without skipping), or the DictObject of an entry for the sink (a streamed entry,
+  // read by the sink when the streamed list takes it).
+  static constexpr std::int64_t kPoisoned = 1;
+  static Value poisoned(Kind kind) {
+    Value v = skipped(kind);
+    v.integer = kPoisoned;
+    return v;
+  }
+  static bool is_streamed_entry(const Value& v) { return v.is_streamed_entry(); }
+  static Value streamed_entry(const Value& dict) {
+    Value v = skipped(Kind::Dict);
+    v.dict = dict.dict;
+    return v;
+  }
+  // Whether a dict pushed on a stack of `size` items is an item of the streamed list.
+  bool in_streamed_list(std::size_t size) const {
+    if (!stream_outer_) return false;
+    return (size > 0 && stack_[size - 1].streamed_list()) || (floor_ > 0 && stack_[floor_ - 1].streamed_list());
+  }
+  [[gnu::noinline]] Value new_list_or_streamed();
+  [[gnu::noinline]] void stream_entries(std::size_t first, std::size_t n);
+  [[gnu::noinline]] Value new_streamed_entry();
+  const ListObject* outer_candidate_ = nullptr;  // a list pushed after a root key 'device_traces'
+  std::size_t outer_candidate_writes_ = 0;       // memo writes before it
+  const ListObject* stream_outer_ = nullptr;     // the one that holds the streamed list
+  std::size_t memo_writes() const { return memo_count_ + memo_overwrites_; }
+
   // ---- skipping (PickleOptions::skip_key) ------------------------------------------------------
   // The kind a value has, or would have had when it was not built: every check and message
   // uses this, so skipping never changes which input is refused or how.
@@ -446,15 +492,22 @@ class Machine {
   // Only a guess about where the container will go: check_built() and dict_update() verify it.
   bool skip_at(std::size_t size) const {
     if (skip_key_.empty()) return false;
-    if (size > 0 && (stack_[size - 1].kind == Kind::Skipped || is_skip_key(stack_[size - 1]))) return true;
-    return floor_ > 0 && floor_ <= size && stack_[floor_ - 1].kind == Kind::Skipped;
+    if (size > 0 && (is_skip_parent(stack_[size - 1]) || is_skip_key(stack_[size - 1]))) return true;
+    return floor_ > 0 && floor_ <= size && is_skip_parent(stack_[floor_ - 1]);
   }
+  // Skipped, and so are its items (the streamed list and its entries are read: not skipped).
+  static bool is_skip_parent(const Value& v) { return v.kind == Kind::Skipped && v.integer < Value::kStreamedList; }
   // Items entering a built list or tuple must be built themselves.
   void check_built(std::size_t first, std::size_t n) const {
     if (skip_key_.empty()) return;
     for (std::size_t i = 0; i < n; ++i)
       if (stack_[first + i].kind == Kind::Skipped) [[unlikely]]
         throw SkippedValueEscapes{};
+  }
+  // The same for the list holding the streamed list, which is the one skipped value it may take.
+  void check_built_but_streamed_list(std::size_t first, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i)
+      if (stack_[first + i].kind == Kind::Skipped && !stack_[first + i].streamed_list()) throw SkippedValueEscapes{};
   }
 
   // ---- opcode bodies ---------------------------------------------------------------------------
@@ -472,6 +525,8 @@ class Machine {
   std::string_view origin_;
   std::string_view skip_key_;                    // empty: build everything
   bool fast_paths_;                              // false: the checked switch only (PickleOptions)
+  EntrySink* const sink_;                        // null: nothing streamed (PickleOptions::entry_sink)
+  Arena* const entry_arena_;                     // where the flat streamed entries are built
   mutable const char* skip_key_seen_ = nullptr;  // where the skip key last appeared in the input
   Arena& arena_;
   ValueStack stack_;

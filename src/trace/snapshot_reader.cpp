@@ -19,7 +19,11 @@
 //    reference is refused in one line, never expanded without bound;
 //  - reading every device of a snapshot (parse_snapshot_devices) looks at each device list and
 //    segment a fixed number of times: linear in the file, not in devices x file;
-//  - device indices are ints (0..INT_MAX); a larger one is refused naming it, never truncated.
+//  - device indices are ints (0..INT_MAX); a larger one is refused naming it, never truncated;
+//  - parse_snapshot() without frames walks the first device trace list's entries as the pickle
+//    reader completes them (pickle::EntrySink), keeping none: the Trace and every message are those
+//    of walking the kept list afterwards, and whatever streaming cannot show to be so (an entry it
+//    refused, one that is reachable some other way) is read again without streaming.
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -72,7 +76,8 @@ enum class Action : std::uint8_t {
 struct Entry {
   Action action = Action::Skipped;
   bool has_time = false;
-  Addr addr = 0;  // oom: device_free
+  std::uint32_t layout_charge = 0;  // what learning the entry's key layout charged the walk budget
+  Addr addr = 0;                    // oom: device_free
   Bytes size = 0;
   StreamId stream = 0;
   std::int64_t time_us = 0;
@@ -206,16 +211,54 @@ class WalkBudget {
   std::string_view origin_;
 };
 
+class SnapshotReader;
+
+// The entries of a snapshot's streamed trace list (pickle::EntrySink), walked as the pickle reader
+// completed them by a reader of their own (`walker`, fresh as the reader of one device is when it
+// gets to the entries): what SnapshotReader::read() takes instead of walking the list's dicts,
+// which are not kept. An entry it refused (the message, and its place among the other messages,
+// are found by reading the snapshot again without streaming), or an item that is not an entry
+// built for it, sets `failed`.
+struct StreamedEntries {
+  SnapshotReader* walker = nullptr;
+  std::size_t count = 0;  // items the streamed list took
+  bool failed = false;
+};
+
+// Thrown by SnapshotReader::read() when it needs the entries of a streamed list that could not be
+// decoded as they came (StreamedEntries::failed): parse_snapshot() reads the snapshot again
+// without streaming, which gives the Trace or the error it would have given without it.
+struct ReadAgainWithoutStreaming {};
+
 // Reads the devices of one parsed snapshot. What all devices share (the top-level lists, which
 // device each segment belongs to, the allocator settings, the walk budget) is found once, on the
 // first read: reading every device of a snapshot is linear in its size, not in devices x size.
 class SnapshotReader {
  public:
   SnapshotReader(std::string_view origin, std::size_t input_bytes, std::uint32_t keep_frames = 0)
-      : keep_frames_(keep_frames), origin_(origin), budget_(input_bytes, origin) {}
+      : keep_frames_(keep_frames), input_bytes_(input_bytes), origin_(origin), budget_(input_bytes, origin) {}
 
   // The Trace of one device (-1: the only device with data; see TraceReadOptions).
   Trace read(const Value& root, int device_index);
+  // The document's streamed list (Value::streamed_list()) holds these entries.
+  void use_stream(const StreamedEntries* stream) { stream_ = stream; }
+  // Items `first`.. of a streamed list, walked as emit_events() would walk them, and the end of
+  // that list: each throws InputError where emit_events() would have thrown one (but the walk
+  // budget is charged later, by the reader that takes the walk: take_streamed_walk()). Returns
+  // false at an item that is not an entry built for the sink (pickle::EntrySink).
+  [[gnu::flatten]] bool stream_entries(std::span<const Value> items, std::size_t first) {
+    // A trace entry takes 32 bytes of pickle or more (EMPTY_DICT MEMOIZE MARK SETITEMS and 6 or
+    // more key/value pairs of 2+ bytes each): room for all, only address space until written.
+    if (first == 0) stream_trace_.events.reserve(input_bytes_ / 32);
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      if (!items[k].is_streamed_entry()) return false;
+      const Entry entry = decode_entry(items[k].streamed_dict(), first + k);
+      stream_layout_charges_ += entry.layout_charge;
+      walk_entry(stream_walk_, entry, first + k, stream_trace_);
+    }
+    return true;
+  }
+  void finish_stream() { finish_walk(stream_walk_, stream_trace_); }
   // Whether the last read() proved that its events keep validate_trace()'s event rules (sizes,
   // lifetimes): it tracks each address's allocation anyway, so a second walk over the events
   // with a table of ids only repeats the work. False when any event might break a rule.
@@ -240,8 +283,20 @@ class SnapshotReader {
   }
   [[noreturn, gnu::cold, gnu::noinline]] void fail_type(const Loc& where, std::string_view key,
                                                         std::string_view expected, const Value& got) const {
+    check_not_streamed(got);
     fail(where, fmt::format("key '{}': expected {}, got {}", key, expected, pickle::kind_name(got.kind)));
   }
+
+  // A value about to be named in a message is never one of a stream's (which only the streamed list
+  // and skip_key values hold); if one were, the snapshot is read again without streaming.
+  void check_not_streamed(const Value& v) const {
+    if (stream_ && v.kind == Kind::Skipped) throw ReadAgainWithoutStreaming{};
+  }
+  // Items of a device trace list (the streamed list's are counted by the stream).
+  std::size_t list_size(const Value& list) const {
+    return stream_ && list.streamed_list() ? stream_->count : list.items().size();
+  }
+  bool is_trace_list(const Value& list) const { return list.is_sequence() || (stream_ && list.streamed_list()); }
 
   // ---- typed field access ------------------------------------------------------------------
   // Value::find walks the dict's keys: charged.
@@ -311,6 +366,18 @@ class SnapshotReader {
   void collect_segments();
   [[gnu::always_inline]] inline Entry decode_entry(const Value& e, std::size_t i);
   void emit_events(std::span<const Value> entries, Trace& trace);
+  // emit_events()'s walk, fed one entry at a time: the free_requested waiting for the entry after
+  // it (walk_entry()), and whether the events keep validate_trace()'s rules (events_proven()).
+  struct EntryWalk {
+    Entry pending;
+    std::size_t pending_index = 0;
+    bool has_pending = false;
+    bool proven = true;
+  };
+  [[gnu::always_inline]] inline void walk_entry(EntryWalk& walk, const Entry& e, std::size_t i, Trace& trace);
+  void finish_walk(EntryWalk& walk, Trace& trace);
+  [[gnu::always_inline]] inline bool emit_event(const Entry& e, std::size_t i, const Entry* next, Trace& trace,
+                                                bool& proven);
   void add_block_allocations();
   void rebuild_segments(Trace& trace) const;
   bool rebuild_whole_segments(Trace& trace) const;
@@ -320,6 +387,7 @@ class SnapshotReader {
   std::uint32_t read_stack(const Value& frames, const Loc& where);
 
   std::uint32_t keep_frames_ = 0;                  // TraceReadOptions::frames
+  std::size_t input_bytes_;                        // the pickle's size (what a streamed walk reserves for)
   std::optional<detail::FrameInterner> interner_;  // while a device is read with frames kept
   std::vector<std::uint32_t> stack_frames_;        // scratch for read_stack()
   std::vector<std::uint32_t> initial_stacks_;      // by discovery order, like initial_
@@ -329,7 +397,13 @@ class SnapshotReader {
   detail::PointerMap stack_cache_;
 
   std::string_view origin_;
-  WalkBudget budget_;  // shared by every device read from the document
+  WalkBudget budget_;                        // shared by every device read from the document
+  const StreamedEntries* stream_ = nullptr;  // the streamed list's entries (use_stream)
+  // A walker's (StreamedEntries::walker) walk of the streamed list's entries.
+  EntryWalk stream_walk_;
+  Trace stream_trace_;                       // its events
+  std::uint64_t stream_layout_charges_ = 0;  // what decoding its entries charged the walk budget
+  void take_streamed_walk(SnapshotReader& walker, Trace& trace);
 
   // Found once per document by index().
   bool indexed_ = false;
@@ -429,10 +503,12 @@ void SnapshotReader::index(const Value& root) {
   for (std::size_t d = 0; d < device_lists_.size(); ++d) {
     const Value& list = device_lists_[d];
     if (list.is_none()) continue;
-    if (!list.is_sequence())
+    if (!is_trace_list(list)) {
+      check_not_streamed(list);
       fail(top,
            fmt::format("device_traces[{}]: expected a list of trace entries, got {}", d, pickle::kind_name(list.kind)));
-    if (list.items().empty()) continue;
+    }
+    if (list_size(list) == 0) continue;
     if (d > kMaxDevice)
       fail(top, fmt::format("device_traces[{}]: device index {} is beyond {} (expected a CUDA device index)", d, d,
                             kMaxDevice));
@@ -508,7 +584,8 @@ void SnapshotReader::choose_device(int device_index) {
                             list_devices()));
     device_ = static_cast<std::size_t>(*with_data_.begin());
   }
-  if (device_ < device_lists_.size() && device_lists_[device_].is_sequence()) device_entries_ = &device_lists_[device_];
+  if (device_ < device_lists_.size() && is_trace_list(device_lists_[device_]))
+    device_entries_ = &device_lists_[device_];
   collect_segments();
 }
 
@@ -610,12 +687,17 @@ inline const Value& SnapshotReader::need_entry_field(const Value& e, EntryField 
 // The fields come from where the last entry kept them (DictLayout), not a lookup per field, and
 // only those the action needs are looked at.
 inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
-  if (!e.is_dict()) fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
-  look_at(entry_layout_, e);
+  if (!e.is_dict()) {
+    check_not_streamed(e);
+    fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
+  }
+  const std::uint32_t layout_charge = entry_layout_.look_at(e);
+  if (layout_charge) budget_.charge(layout_charge);
   const Value* action = entry_layout_.get(e, kAction);
   if (!action) fail_entry(i, "missing key 'action'");
   if (!action->is_str()) fail_entry_type(i, "action", "a str", *action);
   Entry out;
+  out.layout_charge = layout_charge;
   bool known = false;
   out.action = action_of(*action, known);
   if (!known)
@@ -647,124 +729,159 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
 // existed before the trace started ("initially allocated", §12.1): it becomes an initial
 // allocation, pending at start when its first free entry is a free_completed.
 //
-// Entries are decoded as they are walked (one pass, no intermediate copy of the trace).
+// Entries are decoded as they are walked (one pass, no intermediate copy of the trace) and fed to
+// walk_entry() one at a time, as a streamed list's entries come (stream_entry()).
 void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
   budget_.charge(entries.size());  // before reserving for them: a shared list may be walked again
   trace.events.reserve(entries.size());
+  EntryWalk walk;
+  for (std::size_t i = 0; i < entries.size(); ++i) walk_entry(walk, decode_entry(entries[i], i), i, trace);
+  finish_walk(walk, trace);
+}
+
+// A free_requested waits for the entry after it: when that is the free_completed of the same
+// address, the two are one Free (§12.1, memory_viz's pairing). One emit_event() below, so that it
+// is inlined once (twice, its address table lookups stayed calls: ~40 instructions an entry).
+inline void SnapshotReader::walk_entry(EntryWalk& walk, const Entry& e, std::size_t i, Trace& trace) {
+  const Entry* entry = &e;
+  std::size_t at = i;
+  const Entry* next = nullptr;
+  if (walk.has_pending) {
+    walk.has_pending = false;
+    entry = &walk.pending;
+    at = walk.pending_index;
+    next = &e;
+  }
+  for (;;) {
+    if (!next && entry->action == Action::FreeRequested) {
+      walk.pending = *entry;
+      walk.pending_index = at;
+      walk.has_pending = true;
+      return;
+    }
+    if (emit_event(*entry, at, next, trace, walk.proven) || !next) return;
+    entry = next;  // not joined: an entry of its own
+    at = i;
+    next = nullptr;
+  }
+}
+
+void SnapshotReader::finish_walk(EntryWalk& walk, Trace& trace) {
+  if (walk.has_pending) emit_event(walk.pending, walk.pending_index, nullptr, trace, walk.proven);
+  walk.has_pending = false;
+  events_proven_ = walk.proven;
+}
+
+// The event of entry `i`; `next` is the entry after a free_requested (nullptr: none). Returns
+// whether `next` was joined to it. `proven` keeps validate_trace()'s event rules, as each event is
+// made (events_proven()): the sizes, and the lifetimes, which follow each address's slot. An
+// alloc's id is new (never live before); a free's id is its address's live allocation, or a new
+// initial one (discover()); the slot's free_requested is that id's state in validate_trace()'s
+// table.
+inline bool SnapshotReader::emit_event(const Entry& e, std::size_t i, const Entry* next, Trace& trace, bool& proven) {
+  if (e.action == Action::Skipped) return false;
   const auto device = static_cast<std::uint32_t>(device_);
-  auto discover = [&](const Entry& e, bool pending) {
+  auto discover = [&](const Entry& freed, bool pending) {
     InitialAllocation a;
-    a.addr = e.addr;
-    a.requested = e.size;
-    a.stream = e.stream;
+    a.addr = freed.addr;
+    a.requested = freed.size;
+    a.stream = freed.stream;
     a.free_requested = pending;
     a.block_size = 0;  // freed during the trace: the snapshot no longer records its block
     initial_.push_back(a);
     initial_stacks_.push_back(kNoString);  // its alloc is not in the trace: no stack known
     return kInitialRef | (initial_.size() - 1);
   };
-  Entry lookahead;  // entries[i] when has_lookahead: decoded while checking for a pair
-  bool has_lookahead = false;
-  // validate_trace()'s event rules, as each event is made (events_proven()): the sizes, and the
-  // lifetimes, which follow each address's slot. An alloc's id is new (never live before); a
-  // free's id is its address's live allocation, or a new initial one (discover()); the slot's
-  // free_requested is that id's state in validate_trace()'s table.
-  bool proven = true;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const Entry e = has_lookahead ? lookahead : decode_entry(entries[i], i);
-    has_lookahead = false;
-    if (e.action == Action::Skipped) continue;
-    // Made in place (reserved above): a local copied in afterwards cost ~10 instructions an
-    // event. An entry refused below throws, and the trace being made goes with it.
-    Event& ev = trace.events.emplace_back();
-    ev.device = device;
-    ev.has_time = e.has_time;
-    ev.time_us = e.time_us;
-    switch (e.action) {
-      case Action::Skipped:
-        break;  // not reached: skipped above
-      case Action::Alloc: {
-        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
-        if (slot.live)
-          fail_entry(i, fmt::format("alloc at 0x{:x}, which is still allocated (expected its "
-                                    "free_completed first)",
-                                    e.addr));
+  bool joined = false;
+  // Made in place (reserved by emit_events()): a local copied in afterwards cost ~10 instructions an
+  // event. An entry refused below throws, and the trace being made goes with it.
+  Event& ev = trace.events.emplace_back();
+  ev.device = device;
+  ev.has_time = e.has_time;
+  ev.time_us = e.time_us;
+  // The address's slot, for the actions that follow lifetimes: one call site, which is inlined.
+  const bool has_slot =
+      e.action == Action::Alloc || e.action == Action::FreeRequested || e.action == Action::FreeCompleted;
+  detail::AddressTable::Slot* const slot_of_addr = has_slot ? &addresses_.get(e.addr) : nullptr;
+  switch (e.action) {
+    case Action::Skipped:
+      break;  // not reached: skipped above
+    case Action::Alloc: {
+      detail::AddressTable::Slot& slot = *slot_of_addr;
+      if (slot.live)
+        fail_entry(i, fmt::format("alloc at 0x{:x}, which is still allocated (expected its "
+                                  "free_completed first)",
+                                  e.addr));
+      slot.live = true;
+      slot.free_requested = false;
+      slot.ref = ++trace_allocs_;
+      proven &= e.size != 0 && e.size < detail::kImpossibleSize;
+      ev.op = Op::Alloc;
+      ev.stream = e.stream;
+      ev.id = slot.ref;
+      ev.size = e.size;
+      ev.addr = e.addr;
+      ev.has_addr = true;
+      break;
+    }
+    case Action::FreeRequested: {
+      detail::AddressTable::Slot& slot = *slot_of_addr;
+      joined = next && next->action == Action::FreeCompleted && next->addr == e.addr;
+      if (!slot.live) {  // allocated before the trace started
         slot.live = true;
         slot.free_requested = false;
-        slot.ref = ++trace_allocs_;
-        proven &= e.size != 0 && e.size < detail::kImpossibleSize;
-        ev.op = Op::Alloc;
-        ev.stream = e.stream;
-        ev.id = slot.ref;
-        ev.size = e.size;
-        ev.addr = e.addr;
-        ev.has_addr = true;
-        break;
+        slot.ref = discover(e, false);
       }
-      case Action::FreeRequested: {
-        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
-        if (i + 1 < entries.size()) {
-          lookahead = decode_entry(entries[i + 1], i + 1);
-          has_lookahead = true;
-        }
-        const bool joined = has_lookahead && lookahead.action == Action::FreeCompleted && lookahead.addr == e.addr;
-        if (!slot.live) {  // allocated before the trace started
-          slot.live = true;
-          slot.free_requested = false;
-          slot.ref = discover(e, false);
-        }
-        proven &= !slot.free_requested;  // a free (or free_requested) of one already requested
-        ev.id = slot.ref;
-        if (joined) {
-          ev.op = Op::Free;
-          slot.live = false;
-          ++i;  // the free_completed is part of this Free
-          has_lookahead = false;
-        } else {
-          ev.op = Op::FreeRequested;  // live until its free_completed
-          slot.free_requested = true;
-        }
-        break;
+      proven &= !slot.free_requested;  // a free (or free_requested) of one already requested
+      ev.id = slot.ref;
+      if (joined) {
+        ev.op = Op::Free;
+        slot.live = false;
+        ++i;  // the free_completed is part of this Free (and names its stack's place)
+      } else {
+        ev.op = Op::FreeRequested;  // live until its free_completed
+        slot.free_requested = true;
       }
-      case Action::FreeCompleted: {
-        detail::AddressTable::Slot& slot = addresses_.get(e.addr);
-        ev.op = Op::FreeCompleted;
-        if (slot.live) {
-          proven &= slot.free_requested;  // else its free was never requested
-          ev.id = slot.ref;
-          slot.live = false;
-        } else {
-          ev.id = discover(e, true);  // its free was requested before the trace started
-        }
-        break;
-      }
-      case Action::SegmentAlloc:
-      case Action::SegmentFree:
-      case Action::SegmentMap:
-      case Action::SegmentUnmap:
-        ev.op = e.action == Action::SegmentAlloc  ? Op::SegmentAlloc
-                : e.action == Action::SegmentFree ? Op::SegmentFree
-                : e.action == Action::SegmentMap  ? Op::SegmentMap
-                                                  : Op::SegmentUnmap;
-        ev.addr = e.addr;
-        ev.size = e.size;
-        ev.stream = e.stream;
-        ev.has_addr = true;
-        segment_entries_.emplace_back(i, e);
-        proven &= e.size < detail::kImpossibleSize;
-        break;
-      case Action::Oom:
-        proven &= e.size < detail::kImpossibleSize;
-        ev.op = Op::Oom;
-        ev.size = e.size;
-        ev.stream = e.stream;
-        ev.addr = e.addr;  // device_free
-        break;
+      break;
     }
-    if (interner_)
-      trace.event_stacks.push_back(e.frames ? read_stack(*e.frames, Loc{Loc::EntryFrames, device_, i}) : kNoString);
+    case Action::FreeCompleted: {
+      detail::AddressTable::Slot& slot = *slot_of_addr;
+      ev.op = Op::FreeCompleted;
+      if (slot.live) {
+        proven &= slot.free_requested;  // else its free was never requested
+        ev.id = slot.ref;
+        slot.live = false;
+      } else {
+        ev.id = discover(e, true);  // its free was requested before the trace started
+      }
+      break;
+    }
+    case Action::SegmentAlloc:
+    case Action::SegmentFree:
+    case Action::SegmentMap:
+    case Action::SegmentUnmap:
+      ev.op = e.action == Action::SegmentAlloc  ? Op::SegmentAlloc
+              : e.action == Action::SegmentFree ? Op::SegmentFree
+              : e.action == Action::SegmentMap  ? Op::SegmentMap
+                                                : Op::SegmentUnmap;
+      ev.addr = e.addr;
+      ev.size = e.size;
+      ev.stream = e.stream;
+      ev.has_addr = true;
+      segment_entries_.emplace_back(i, e);
+      proven &= e.size < detail::kImpossibleSize;
+      break;
+    case Action::Oom:
+      proven &= e.size < detail::kImpossibleSize;
+      ev.op = Op::Oom;
+      ev.size = e.size;
+      ev.stream = e.stream;
+      ev.addr = e.addr;  // device_free
+      break;
   }
-  events_proven_ = proven;
+  if (interner_)
+    trace.event_stacks.push_back(e.frames ? read_stack(*e.frames, Loc{Loc::EntryFrames, device_, i}) : kNoString);
+  return joined;
 }
 
 // Snapshot blocks still active at dump time whose address holds no allocation made in the trace
@@ -1196,6 +1313,25 @@ void SnapshotReader::read_allocator_settings(const Value& root) {
   if (large_page_ == 0) large_page_ = kDefaultLargePage;
 }
 
+// The walk of the streamed list's entries, made as they came (stream_entry()), as emit_events()
+// would have made it here: the walk budget charged as it would have charged it (the entries,
+// then the keys learned; a charge past the budget is the same message at any point, and no entry
+// was refused), and the events made for this device.
+void SnapshotReader::take_streamed_walk(SnapshotReader& walker, Trace& trace) {
+  budget_.charge(stream_->count);
+  budget_.charge(walker.stream_layout_charges_);
+  trace.events = std::move(walker.stream_trace_.events);
+  const auto device = static_cast<std::uint32_t>(device_);
+  if (device != walker.device_)
+    for (Event& ev : trace.events) ev.device = device;
+  addresses_ = std::move(walker.addresses_);
+  initial_ = std::move(walker.initial_);
+  initial_stacks_ = std::move(walker.initial_stacks_);
+  trace_allocs_ = walker.trace_allocs_;
+  segment_entries_ = std::move(walker.segment_entries_);
+  events_proven_ = walker.events_proven_;
+}
+
 Trace SnapshotReader::read(const Value& root, int device_index) {
   check_root(root);
   index(root);
@@ -1207,9 +1343,15 @@ Trace SnapshotReader::read(const Value& root, int device_index) {
   trace.allocator_conf = allocator_conf_;
   choose_device(device_index);
   if (keep_frames_ > 0) interner_.emplace(trace, keep_frames_);
-  const std::span<const Value> entries = device_entries_ ? device_entries_->items() : std::span<const Value>();
-  trace.source_entries = entries.size();
-  emit_events(entries, trace);
+  if (device_entries_ && stream_ && device_entries_->streamed_list()) {
+    if (stream_->failed) throw ReadAgainWithoutStreaming{};
+    trace.source_entries = stream_->count;
+    take_streamed_walk(*stream_->walker, trace);
+  } else {
+    const std::span<const Value> entries = device_entries_ ? device_entries_->items() : std::span<const Value>();
+    trace.source_entries = entries.size();
+    emit_events(entries, trace);
+  }
   add_block_allocations();
   rebuild_segments(trace);
   number_allocations(trace);
@@ -1258,6 +1400,39 @@ std::uint32_t SnapshotReader::read_stack(const Value& frames, const Loc& where) 
   return stack;
 }
 
+// The sink of a streamed list (pickle::EntrySink): each entry walked as it comes (StreamedEntries).
+class EntryStream final : public pickle::EntrySink {
+ public:
+  EntryStream(std::string_view origin, std::size_t input_bytes) : origin_(origin), input_bytes_(input_bytes) {
+    discard();
+  }
+  void take(std::span<const Value> items) override {
+    if (!stream_.failed) {
+      try {
+        stream_.failed = !stream_.walker->stream_entries(items, stream_.count);
+      } catch (const InputError&) {
+        stream_.failed = true;  // read again without streaming, if the reader gets to it
+      }
+    }
+    stream_.count += items.size();
+  }
+  void discard() override {
+    walker_.emplace(origin_, input_bytes_);
+    stream_ = StreamedEntries{&*walker_};
+  }
+  // The document is read: the list's last free_requested has no entry after it.
+  const StreamedEntries& finish() {
+    if (!stream_.failed) stream_.walker->finish_stream();
+    return stream_;
+  }
+
+ private:
+  std::string_view origin_;
+  std::size_t input_bytes_;
+  std::optional<SnapshotReader> walker_;
+  StreamedEntries stream_;
+};
+
 // validate_trace(), without the walk over the events when the reader proved it would find nothing
 // there (SnapshotReader::events_proven): the same result and the same message either way.
 void check_read(const SnapshotReader& reader, const Trace& trace, std::string_view origin) {
@@ -1279,8 +1454,38 @@ std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes
   return parse_snapshot_devices(bytes, origin, kSnapshotPickle);
 }
 
+// parse_snapshot() with the first device trace list streamed (pickle::EntrySink): its entries are
+// decoded as the pickle reader completes them, and never all kept as dicts. Used only when the
+// document shows that nothing else can reach that list (the root's 'device_traces' is the list
+// holding it, its one reference); throws ReadAgainWithoutStreaming when it cannot be used.
+Trace parse_snapshot_streamed(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
+                              const pickle::PickleOptions& pickle_options) {
+  EntryStream stream(origin, bytes.size());
+  pickle::PickleOptions streaming = pickle_options;
+  streaming.entry_sink = &stream;
+  pickle::PickleDocument doc(bytes, origin, streaming);
+  SnapshotReader reader(origin, bytes.size(), options.frames);
+  if (const pickle::ListObject* lists = doc.streamed_lists()) {
+    const Value* traces = doc.root().is_dict() ? doc.root().find("device_traces") : nullptr;
+    if (!traces || traces->kind != Kind::List || traces->list != lists) throw ReadAgainWithoutStreaming{};
+    reader.use_stream(&stream.finish());
+  }
+  Trace trace = reader.read(doc.root(), options.device_index);
+  check_read(reader, trace, origin);
+  return trace;
+}
+
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
                      const pickle::PickleOptions& pickle_options) {
+  // Streaming needs the frames skipped (the reader reads no frames then) and the fast paths.
+  if (options.frames == 0 && !pickle_options.skip_key.empty() && pickle_options.fast_paths &&
+      !pickle_options.entry_sink) {
+    try {
+      return parse_snapshot_streamed(bytes, origin, options, pickle_options);
+    } catch (const ReadAgainWithoutStreaming&) {
+      // Below, as without streaming; the streamed document is gone.
+    }
+  }
   pickle::PickleDocument doc(bytes, origin, pickle_options);
   SnapshotReader reader(origin, bytes.size(), options.frames);
   Trace trace = reader.read(doc.root(), options.device_index);
