@@ -68,6 +68,15 @@ class DictLayout {
     return value;
   }
   std::string_view name(std::size_t field) const { return names_[field]; }
+  // Back to knowing no layout, as when made (the next look_at() learns, and charges, again).
+  void forget() {
+    for (Layout& layout : layouts_) {
+      layout = Layout{};
+      layout.position.fill(-1);
+    }
+    current_ = &layouts_[0];
+    other_ = &layouts_[1];
+  }
 
  private:
   static constexpr std::uint32_t kMaxKeys = 32;

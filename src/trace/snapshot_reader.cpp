@@ -76,8 +76,7 @@ enum class Action : std::uint8_t {
 struct Entry {
   Action action = Action::Skipped;
   bool has_time = false;
-  std::uint32_t layout_charge = 0;  // what learning the entry's key layout charged the walk budget
-  Addr addr = 0;                    // oom: device_free
+  Addr addr = 0;  // oom: device_free
   Bytes size = 0;
   StreamId stream = 0;
   std::int64_t time_us = 0;
@@ -211,16 +210,12 @@ class WalkBudget {
   std::string_view origin_;
 };
 
-class SnapshotReader;
-
-// The entries of a snapshot's streamed trace list (pickle::EntrySink), walked as the pickle reader
-// completed them by a reader of their own (`walker`, fresh as the reader of one device is when it
-// gets to the entries): what SnapshotReader::read() takes instead of walking the list's dicts,
-// which are not kept. An entry it refused (the message, and its place among the other messages,
-// are found by reading the snapshot again without streaming), or an item that is not an entry
-// built for it, sets `failed`.
+// A snapshot's streamed trace list (pickle::EntrySink), whose entries the reader walked as the
+// pickle reader completed them (SnapshotReader::stream_entries()): what read() takes instead of
+// walking the list's dicts, which are not kept. An entry the walk refused (the message, and its
+// place among the other messages, are found by reading the snapshot again without streaming), or
+// an item that is not an entry built for the sink, sets `failed`.
 struct StreamedEntries {
-  SnapshotReader* walker = nullptr;
   std::size_t count = 0;  // items the streamed list took
   bool failed = false;
 };
@@ -240,25 +235,27 @@ class SnapshotReader {
 
   // The Trace of one device (-1: the only device with data; see TraceReadOptions).
   Trace read(const Value& root, int device_index);
-  // The document's streamed list (Value::streamed_list()) holds these entries.
-  void use_stream(const StreamedEntries* stream) { stream_ = stream; }
-  // Items `first`.. of a streamed list, walked as emit_events() would walk them, and the end of
-  // that list: each throws InputError where emit_events() would have thrown one (but the walk
-  // budget is charged later, by the reader that takes the walk: take_streamed_walk()). Returns
-  // false at an item that is not an entry built for the sink (pickle::EntrySink).
+  // A streamed list's entries, as the pickle reader hands them over before read() (EntryStream):
+  // items `first`.. walked as emit_events() would walk them, and the end of the list. Each throws
+  // InputError where emit_events() would have thrown one, but charges the walk budget only when
+  // read() takes the walk (take_streamed_walk()). Returns false at an item that is not an entry
+  // built for the sink (pickle::EntrySink).
   [[gnu::flatten]] bool stream_entries(std::span<const Value> items, std::size_t first) {
+    streaming_ = true;
     // A trace entry takes 32 bytes of pickle or more (EMPTY_DICT MEMOIZE MARK SETITEMS and 6 or
     // more key/value pairs of 2+ bytes each): room for all, only address space until written.
     if (first == 0) stream_trace_.events.reserve(input_bytes_ / 32);
     for (std::size_t k = 0; k < items.size(); ++k) {
       if (!items[k].is_streamed_entry()) return false;
-      const Entry entry = decode_entry(items[k].streamed_dict(), first + k);
-      stream_layout_charges_ += entry.layout_charge;
-      walk_entry(stream_walk_, entry, first + k, stream_trace_);
+      walk_entry(stream_walk_, decode_entry(items[k].streamed_dict(), first + k), first + k, stream_trace_);
     }
     return true;
   }
   void finish_stream() { finish_walk(stream_walk_, stream_trace_); }
+  // Forgets the walk of a streamed list (the pickle reader started again without streaming).
+  void discard_stream();
+  // The document's streamed list (Value::streamed_list()) is `stream`, walked by stream_entries().
+  void use_stream(const StreamedEntries* stream) { stream_ = stream; }
   // Whether the last read() proved that its events keep validate_trace()'s event rules (sizes,
   // lifetimes): it tracks each address's allocation anyway, so a second walk over the events
   // with a table of ids only repeats the work. False when any event might break a rule.
@@ -397,13 +394,16 @@ class SnapshotReader {
   detail::PointerMap stack_cache_;
 
   std::string_view origin_;
-  WalkBudget budget_;                        // shared by every device read from the document
-  const StreamedEntries* stream_ = nullptr;  // the streamed list's entries (use_stream)
-  // A walker's (StreamedEntries::walker) walk of the streamed list's entries.
+  WalkBudget budget_;  // shared by every device read from the document
+  // The walk of a streamed list's entries, in the per-device fields (addresses_, initial_, ...)
+  // and these, until read() knows whether it is the device's (take_streamed_walk()).
+  const StreamedEntries* stream_ = nullptr;  // the streamed list (use_stream)
+  bool streaming_ = false;                   // walking one: charges go to stream_layout_charges_
   EntryWalk stream_walk_;
   Trace stream_trace_;                       // its events
-  std::uint64_t stream_layout_charges_ = 0;  // what decoding its entries charged the walk budget
-  void take_streamed_walk(SnapshotReader& walker, Trace& trace);
+  std::uint64_t stream_layout_charges_ = 0;  // what learning its entries' key layouts would charge
+  void take_streamed_walk(Trace& trace);
+  void reset_walk();
 
   // Found once per document by index().
   bool indexed_ = false;
@@ -541,15 +541,29 @@ void SnapshotReader::reset_device() {
   device_ = 0;
   device_entries_ = nullptr;
   segments_.clear();
+  interner_.reset();
+  frame_cache_.clear();
+  stack_cache_.clear();
+  if (!stream_) reset_walk();  // a streamed list's walk is kept until read() knows its device
+}
+
+// What walking a device's entries fills.
+void SnapshotReader::reset_walk() {
   segment_entries_.clear();
   addresses_ = detail::AddressTable();
   initial_.clear();
   initial_stacks_.clear();
-  interner_.reset();
-  frame_cache_.clear();
-  stack_cache_.clear();
   trace_allocs_ = 0;
   events_proven_ = true;
+}
+
+void SnapshotReader::discard_stream() {
+  reset_walk();
+  stream_walk_ = EntryWalk{};
+  stream_trace_ = Trace{};
+  stream_layout_charges_ = 0;
+  entry_layout_.forget();  // as fresh as when no entry was walked
+  streaming_ = false;
 }
 
 void SnapshotReader::choose_device(int device_index) {
@@ -691,13 +705,16 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
     check_not_streamed(e);
     fail_entry(i, fmt::format("expected a dict, got {}", pickle::kind_name(e.kind)));
   }
-  const std::uint32_t layout_charge = entry_layout_.look_at(e);
-  if (layout_charge) budget_.charge(layout_charge);
+  if (const std::uint32_t looked = entry_layout_.look_at(e)) {
+    if (streaming_)
+      stream_layout_charges_ += looked;  // charged when read() takes the walk
+    else
+      budget_.charge(looked);
+  }
   const Value* action = entry_layout_.get(e, kAction);
   if (!action) fail_entry(i, "missing key 'action'");
   if (!action->is_str()) fail_entry_type(i, "action", "a str", *action);
   Entry out;
-  out.layout_charge = layout_charge;
   bool known = false;
   out.action = action_of(*action, known);
   if (!known)
@@ -1313,26 +1330,22 @@ void SnapshotReader::read_allocator_settings(const Value& root) {
   if (large_page_ == 0) large_page_ = kDefaultLargePage;
 }
 
-// The walk of the streamed list's entries, made as they came (stream_entry()), as emit_events()
+// The walk of the streamed list's entries, made as they came (stream_entries()), as emit_events()
 // would have made it here: the walk budget charged as it would have charged it (the entries,
 // then the keys learned; a charge past the budget is the same message at any point, and no entry
-// was refused), and the events made for this device.
-void SnapshotReader::take_streamed_walk(SnapshotReader& walker, Trace& trace) {
+// was refused), and the events made, for device 0 then (device_ when they were walked).
+void SnapshotReader::take_streamed_walk(Trace& trace) {
   budget_.charge(stream_->count);
-  budget_.charge(walker.stream_layout_charges_);
-  trace.events = std::move(walker.stream_trace_.events);
+  budget_.charge(stream_layout_charges_);
+  trace.events = std::move(stream_trace_.events);
   const auto device = static_cast<std::uint32_t>(device_);
-  if (device != walker.device_)
+  if (device != 0)
     for (Event& ev : trace.events) ev.device = device;
-  addresses_ = std::move(walker.addresses_);
-  initial_ = std::move(walker.initial_);
-  initial_stacks_ = std::move(walker.initial_stacks_);
-  trace_allocs_ = walker.trace_allocs_;
-  segment_entries_ = std::move(walker.segment_entries_);
-  events_proven_ = walker.events_proven_;
+  events_proven_ = stream_walk_.proven;
 }
 
 Trace SnapshotReader::read(const Value& root, int device_index) {
+  streaming_ = false;
   check_root(root);
   index(root);
   reset_device();
@@ -1346,8 +1359,9 @@ Trace SnapshotReader::read(const Value& root, int device_index) {
   if (device_entries_ && stream_ && device_entries_->streamed_list()) {
     if (stream_->failed) throw ReadAgainWithoutStreaming{};
     trace.source_entries = stream_->count;
-    take_streamed_walk(*stream_->walker, trace);
+    take_streamed_walk(trace);
   } else {
+    if (stream_) discard_stream();  // another device's
     const std::span<const Value> entries = device_entries_ ? device_entries_->items() : std::span<const Value>();
     trace.source_entries = entries.size();
     emit_events(entries, trace);
@@ -1357,6 +1371,7 @@ Trace SnapshotReader::read(const Value& root, int device_index) {
   number_allocations(trace);
   check_allocations_in_segments(trace);
   interner_.reset();
+  stream_ = nullptr;  // taken, or not this device's: a next read() walks its list
   return trace;
 }
 
@@ -1400,16 +1415,15 @@ std::uint32_t SnapshotReader::read_stack(const Value& frames, const Loc& where) 
   return stack;
 }
 
-// The sink of a streamed list (pickle::EntrySink): each entry walked as it comes (StreamedEntries).
+// The sink of a streamed list (pickle::EntrySink): the reader that will read the document walks
+// each entry as it comes (SnapshotReader::stream_entries()).
 class EntryStream final : public pickle::EntrySink {
  public:
-  EntryStream(std::string_view origin, std::size_t input_bytes) : origin_(origin), input_bytes_(input_bytes) {
-    discard();
-  }
+  explicit EntryStream(SnapshotReader& reader) : reader_(reader) {}
   void take(std::span<const Value> items) override {
     if (!stream_.failed) {
       try {
-        stream_.failed = !stream_.walker->stream_entries(items, stream_.count);
+        stream_.failed = !reader_.stream_entries(items, stream_.count);
       } catch (const InputError&) {
         stream_.failed = true;  // read again without streaming, if the reader gets to it
       }
@@ -1417,19 +1431,17 @@ class EntryStream final : public pickle::EntrySink {
     stream_.count += items.size();
   }
   void discard() override {
-    walker_.emplace(origin_, input_bytes_);
-    stream_ = StreamedEntries{&*walker_};
+    reader_.discard_stream();
+    stream_ = StreamedEntries{};
   }
   // The document is read: the list's last free_requested has no entry after it.
   const StreamedEntries& finish() {
-    if (!stream_.failed) stream_.walker->finish_stream();
+    if (!stream_.failed) reader_.finish_stream();
     return stream_;
   }
 
  private:
-  std::string_view origin_;
-  std::size_t input_bytes_;
-  std::optional<SnapshotReader> walker_;
+  SnapshotReader& reader_;
   StreamedEntries stream_;
 };
 
@@ -1460,11 +1472,11 @@ std::vector<std::pair<int, Trace>> parse_snapshot_devices(std::string_view bytes
 // holding it, its one reference); throws ReadAgainWithoutStreaming when it cannot be used.
 Trace parse_snapshot_streamed(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
                               const pickle::PickleOptions& pickle_options) {
-  EntryStream stream(origin, bytes.size());
+  SnapshotReader reader(origin, bytes.size(), options.frames);
+  EntryStream stream(reader);
   pickle::PickleOptions streaming = pickle_options;
   streaming.entry_sink = &stream;
   pickle::PickleDocument doc(bytes, origin, streaming);
-  SnapshotReader reader(origin, bytes.size(), options.frames);
   if (const pickle::ListObject* lists = doc.streamed_lists()) {
     const Value* traces = doc.root().is_dict() ? doc.root().find("device_traces") : nullptr;
     if (!traces || traces->kind != Kind::List || traces->list != lists) throw ReadAgainWithoutStreaming{};
