@@ -562,8 +562,12 @@ Value Machine::run(int& protocol) {
 
 PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin, const PickleOptions& options)
     // Containers take 4-6 bytes per pickle byte (16-byte values from 1-5 byte opcodes). A first
-    // chunk of 4x is only address space until it is written, and saves most chained chunks.
-    : arena_(std::max<std::size_t>(4 * bytes.size(), 64 * 1024)) {
+    // chunk of 4x is only address space until it is written, and saves most chained chunks. With
+    // frames skipped and the trace entries streamed, what is built (segments, blocks) is a small
+    // part of the input: a first chunk of 4x was counted against --max-memory all the same.
+    : arena_(std::max<std::size_t>(
+          options.entry_sink && !options.skip_key.empty() && options.fast_paths ? bytes.size() / 2 : 4 * bytes.size(),
+          64 * 1024)) {
   if (!options.skip_key.empty()) {
     try {
       // Streamed entries are built here, and it starts again as each batch of them is taken: it
