@@ -52,9 +52,11 @@ bool report_invariant_violations(const std::vector<ReplayResult>& runs);
 // read_trace() followed by infer_unrecorded_events(): every command sees the events validate
 // infers (an empty_cache() call shown only by a burst of segment frees).
 Trace load_trace(const std::string& path, const TraceReadOptions& options = {});
-// The trace load_trace() read last ("<stdin>" for "-"), empty before any: what an error that
-// arises after reading (the memory budget running out in a replay) names.
-std::string& last_trace_path();
+// The trace load_trace() (or a streamed replay) read last ("<stdin>" for "-"), empty before any:
+// what an error that arises after reading (the memory budget running out in a replay) names.
+// `sweep` reads its traces on several threads at once, so both calls lock.
+void remember_trace_path(std::string path);
+std::string last_trace_path();
 
 // "pytorch[:<conf>]" for a trace recorded by PyTorch's allocator (a snapshot, or a conversion of
 // one); nullopt for other traces.

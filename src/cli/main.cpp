@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
       // The memory budget (or the machine) ran out after the readers, which name their input
       // themselves: in a replay, a sweep, the generator.
-      const std::string& trace = fraglab::cli::last_trace_path();
+      const std::string trace = fraglab::cli::last_trace_path();
       fraglab::cli::log::error(
           fmt::format("fraglab {}: error: {}needs more memory than the memory budget of {} allows (--max-memory)", name,
                       trace.empty() ? "" : trace + ": ", fraglab::format_bytes(fraglab::memory_budget())));

@@ -160,7 +160,7 @@ std::optional<StreamedReplayRun> replay_streamed(const std::string& path, const 
   const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<TraceStream> stream = TraceStream::open(path, progress_callback("reading " + path, "bytes"));
   if (!stream) return std::nullopt;
-  last_trace_path() = path;
+  remember_trace_path(path);
 
   // Without observed events the trace records no oom: the device is the option's or the default,
   // and with no start state every --start-state but cold means the recorded (empty) one. Both are

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "cli/common.hpp"
 #include "cli/log.hpp"
@@ -83,24 +86,46 @@ void warn_about_start(const Trace& trace, const std::vector<ReplayResult>& runs)
   }
 }
 
-std::string& last_trace_path() {
-  static std::string path;
-  return path;
+namespace {
+
+struct TracePathRecord {
+  std::mutex mutex;
+  std::string path;
+};
+
+TracePathRecord& trace_path_record() {
+  static TracePathRecord record;
+  return record;
+}
+
+}  // namespace
+
+void remember_trace_path(std::string path) {
+  TracePathRecord& record = trace_path_record();
+  const std::lock_guard lock(record.mutex);
+  record.path = std::move(path);
+}
+
+std::string last_trace_path() {
+  TracePathRecord& record = trace_path_record();
+  const std::lock_guard lock(record.mutex);
+  return record.path;
 }
 
 Trace load_trace(const std::string& path, const TraceReadOptions& options) {
-  last_trace_path() = path == kStdinPath ? std::string(kStdinOrigin) : path;
+  const std::string origin = path == kStdinPath ? std::string(kStdinOrigin) : path;
+  remember_trace_path(origin);
   const auto start = std::chrono::steady_clock::now();
   TraceReadOptions reading = options;
   const bool main_thread = std::this_thread::get_id() == main_thread_id();  // see below
-  if (main_thread) reading.progress = progress_callback("reading " + last_trace_path(), "bytes");
+  if (main_thread) reading.progress = progress_callback("reading " + origin, "bytes");
   Trace trace = read_trace(path, reading);
   // Inferring replays the trace once: as long as a replay, so it shows progress too (not when a
   // sweep reads its traces on several threads: their lines would overwrite each other).
   ValidateOptions inference;
   if (main_thread) inference.progress = terminal_progress(trace.name + " (inferring empty_cache calls)");
   infer_unrecorded_events(trace, inference);
-  log::info(fmt::format("read {}: trace {}, {} events in {:.2f} s", last_trace_path(), trace.name, trace.events.size(),
+  log::info(fmt::format("read {}: trace {}, {} events in {:.2f} s", origin, trace.name, trace.events.size(),
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   return trace;
 }
