@@ -91,7 +91,7 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   if (n_items % 2) fail(fmt::format("odd number of items ({}) for key/value pairs", n_items));
   if (n_items == 0) return;
   // A streamed entry is built (in the entry arena); a memo copy of a streamed value may not change.
-  const bool built = target.kind != Kind::Skipped || is_streamed_entry(target);
+  const bool built = target.kind != Kind::Skipped || target.is_streamed_entry();
   if (target.kind == Kind::Skipped && target.integer == kPoisoned) throw SkippedValueEscapes{};
   // One test per pair for the usual str or int key and built value; the rest is looked at closely.
   constexpr unsigned kLookCloser = 1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
@@ -565,15 +565,14 @@ PickleDocument::PickleDocument(std::string_view bytes, std::string_view origin, 
     // chunk of 4x is only address space until it is written, and saves most chained chunks. With
     // frames skipped and the trace entries streamed, what is built (segments, blocks) is a small
     // part of the input: a first chunk of 4x was counted against --max-memory all the same.
-    : arena_(std::max<std::size_t>(
-          options.entry_sink && !options.skip_key.empty() && options.fast_paths ? bytes.size() / 2 : 4 * bytes.size(),
-          64 * 1024)) {
+    : arena_(std::max<std::size_t>(options.entry_sink && options.can_stream() ? bytes.size() / 2 : 4 * bytes.size(),
+                                   64 * 1024)) {
   if (!options.skip_key.empty()) {
     try {
       // Streamed entries are built here, and it starts again as each batch of them is taken: it
       // stays as small as a batch (1000 entries of ~150 bytes), or the input when that is less.
       Arena entry_arena(std::clamp<std::size_t>(bytes.size() / 4, 4096, 256 * 1024), false);
-      EntrySink* const sink = options.fast_paths ? options.entry_sink : nullptr;
+      EntrySink* const sink = options.can_stream() ? options.entry_sink : nullptr;
       internal::Machine machine(bytes, origin, arena_, options.skip_key, options.fast_paths, sink, &entry_arena);
       root_ = machine.run(protocol_);
       skipped_ = true;

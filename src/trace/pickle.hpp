@@ -214,8 +214,11 @@ struct PickleOptions {
   // pickle_fast_paths.cpp. The document is the same either way (the fuzzers check it: tests/fuzz).
   bool fast_paths = true;
   // Streams the entries of a snapshot's first device trace list (EntrySink). Only with skip_key
-  // and fast_paths; null: keep every entry in the document.
+  // and fast_paths (can_stream()); null: keep every entry in the document.
   EntrySink* entry_sink = nullptr;
+  // Whether these options let entries be streamed: the entry arena and its sink work with the
+  // skipped frames and the fast paths' flat dicts.
+  bool can_stream() const { return !skip_key.empty() && fast_paths; }
 };
 
 // One parsed pickle. Not copyable: its values point into its arena.

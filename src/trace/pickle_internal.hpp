@@ -216,7 +216,8 @@ struct SkippedValueEscapes {};
 
 class Machine {
  public:
-  // `sink` (with `entry_arena` for the streamed entries): see EntrySink; needs skip_key.
+  // `sink` (with `entry_arena` for the streamed entries): see EntrySink; only with a skip_key and
+  // the fast paths (PickleOptions::can_stream()), null otherwise.
   Machine(std::string_view bytes, std::string_view origin, Arena& arena, std::string_view skip_key,
           bool fast_paths = true, EntrySink* sink = nullptr, Arena* entry_arena = nullptr)
       : begin_(reinterpret_cast<const unsigned char*>(bytes.data())),
@@ -224,7 +225,7 @@ class Machine {
         origin_(origin),
         skip_key_(skip_key),
         fast_paths_(fast_paths),
-        sink_(skip_key.empty() ? nullptr : sink),
+        sink_(sink),
         entry_arena_(entry_arena),
         arena_(arena),
         stack_(256),
@@ -451,7 +452,6 @@ class Machine {
     v.integer = kPoisoned;
     return v;
   }
-  static bool is_streamed_entry(const Value& v) { return v.is_streamed_entry(); }
   static Value streamed_entry(const Value& dict) {
     Value v = skipped(Kind::Dict);
     v.dict = dict.dict;

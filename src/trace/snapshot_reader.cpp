@@ -747,7 +747,7 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
 // allocation, pending at start when its first free entry is a free_completed.
 //
 // Entries are decoded as they are walked (one pass, no intermediate copy of the trace) and fed to
-// walk_entry() one at a time, as a streamed list's entries come (stream_entry()).
+// walk_entry() one at a time, as a streamed list's entries come (stream_entries()).
 void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
   budget_.charge(entries.size());  // before reserving for them: a shared list may be walked again
   trace.events.reserve(entries.size());
@@ -1490,8 +1490,7 @@ Trace parse_snapshot_streamed(std::string_view bytes, std::string_view origin, c
 Trace parse_snapshot(std::string_view bytes, std::string_view origin, const TraceReadOptions& options,
                      const pickle::PickleOptions& pickle_options) {
   // Streaming needs the frames skipped (the reader reads no frames then) and the fast paths.
-  if (options.frames == 0 && !pickle_options.skip_key.empty() && pickle_options.fast_paths &&
-      !pickle_options.entry_sink) {
+  if (options.frames == 0 && pickle_options.can_stream() && !pickle_options.entry_sink) {
     try {
       return parse_snapshot_streamed(bytes, origin, options, pickle_options);
     } catch (const ReadAgainWithoutStreaming&) {
