@@ -93,25 +93,29 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
 // `size`, the first (lowest) among equal ones; none, the offset above the last run.
 class BestGap {
  public:
-  explicit BestGap(Bytes size) : size_(size) {}
+  explicit BestGap(Bytes size) : size_(size), bound_(size == 0 ? kAnyGap : Bytes{0} - size), best_excess_(bound_) {}
   // True when the gap is an exact fit: no later gap can be smaller, and an equal one lies higher,
   // so the choice is made and the scan can stop.
   bool consider(Bytes gap_begin, Bytes gap) {
-    if (gap >= size_ && gap < best_gap_) {
-      best_gap_ = gap;
+    // One comparison per gap for both tests, fits and smaller than the best so far: a gap too
+    // small wraps around to gap - size + 2^64 >= 2^64 - size, the starting bound, while the
+    // excess of a gap that fits is below it (gap < 2^64).
+    const Bytes excess = gap - size_;
+    if (excess < best_excess_) {
+      best_excess_ = excess;
       best_offset_ = gap_begin;
-      found_ = true;
-      return gap == size_;
+      return excess == 0;
     }
     return false;
   }
-  Bytes offset(Bytes top) const { return found_ ? best_offset_ : top; }
+  Bytes offset(Bytes top) const { return best_excess_ != bound_ ? best_offset_ : top; }
 
  private:
+  static constexpr Bytes kAnyGap = std::numeric_limits<Bytes>::max();  // (size 0: every gap fits)
   Bytes size_;
-  Bytes best_gap_ = std::numeric_limits<Bytes>::max();
+  Bytes bound_;        // 2^64 - size: above the excess of every gap that fits, at most a misfit's
+  Bytes best_excess_;  // gap - size of the best gap so far; bound_ before the first
   Bytes best_offset_ = 0;
-  bool found_ = false;
 };
 
 inline Bytes best_fit_in(std::span<const OffsetRun> taken, Bytes size) {
