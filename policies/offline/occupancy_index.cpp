@@ -15,7 +15,11 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
       lowest_cached_height_(std::max(kLowestCachedHeight, height_ > cached_depth ? height_ - cached_depth : 0)),
       sets_(std::min(32 * std::size_t{leaves_}, std::size_t{1} << 23)) {  // (~what training traces use)
   if (slots > kMaxSlots) throw std::length_error("offline: more time slots than the occupancy index holds (2^30)");
-  nodes_.assign(2 * std::size_t{leaves_}, NodeSets{});
+  // With the queries known, a set counts as read by none until note_reads() finds its last reader
+  // (note_reads() only raises it).
+  NodeSets fresh{};
+  if (!queries.empty()) fresh.own_read_until = fresh.begins_read_until = 0;
+  nodes_.assign(2 * std::size_t{leaves_}, fresh);
   const std::size_t cached =  // the nodes at that height and above (none in a tree that low)
       lowest_cached_height_ <= height_ ? std::size_t{2} << (height_ - lowest_cached_height_) : 0;
   cover_ages_.resize(cached);
@@ -31,7 +35,6 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
   if (queries.size() >= std::numeric_limits<std::uint32_t>::max()) {
     throw std::length_error("offline: more queries than the occupancy index counts (2^32)");
   }
-  for (NodeSets& node : nodes_) node.own_read_until = node.begins_read_until = 0;
   reuses_.assign(queries.size(), 0);
   keeps_.assign(queries.size(), 0);
   kept_.resize(kReuseWindow + 1);

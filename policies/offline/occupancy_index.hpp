@@ -111,7 +111,8 @@ class OccupancyIndex {
  private:
   using NodeId = std::uint32_t;
 
-  // Notes the nodes the known queries read (the constructor's pass over them).
+  // Notes the nodes the known queries read (the constructor's pass over them; the nodes start
+  // as read by none).
   void note_reads(std::span<const SlotRange> queries);
 
   void add_part(const RunSet& set) {
