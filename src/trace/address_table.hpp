@@ -4,12 +4,14 @@
 // Invariants:
 //  - open addressing with linear probing, at most half full, never shrinks: an address once
 //    seen stays "touched";
-//  - slots are found through a hash seeded per process (fraglab/seeded_hash.hpp), so addresses
-//    chosen to collide probe as briefly as any others; nothing iterates the slots into a result,
-//    so the seed changes no output.
+//  - slots are found by multiply-shift hashing with a random odd multiplier drawn from the
+//    per-process seed (fraglab/seeded_hash.hpp): a universal family, so addresses chosen to
+//    collide probe as briefly as any others; nothing iterates the slots into a result, so the
+//    seed changes no output.
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,13 +44,14 @@ class AddressTable {
 
   AddressTable() : slots_(empty_slots(mask_ + 1)) {}
   // Room for `addresses` addresses without a rehash, allocated once.
-  explicit AddressTable(std::size_t addresses) : mask_(size_for(addresses) - 1), slots_(empty_slots(mask_ + 1)) {}
+  explicit AddressTable(std::size_t addresses)
+      : mask_(size_for(addresses) - 1), shift_(shift_for(mask_ + 1)), slots_(empty_slots(mask_ + 1)) {}
 
   // The slot of `addr`, added (not live) when new. Valid until the next get().
   Slot& get(Addr addr) {
     if (2 * (count_ + 1) > mask_ + 1) [[unlikely]]
       rehash(2 * (mask_ + 1));
-    Slot& s = slots_[probe(slots_.get(), mask_, addr)];
+    Slot& s = slots_[probe(slots_.get(), mask_, shift_, addr)];
     if (!s.used) {
       s = Slot{addr, 0, true, false, false};
       ++count_;
@@ -56,7 +59,7 @@ class AddressTable {
     return s;
   }
   const Slot* find(Addr addr) const {
-    const Slot& s = slots_[probe(slots_.get(), mask_, addr)];
+    const Slot& s = slots_[probe(slots_.get(), mask_, shift_, addr)];
     return s.used ? &s : nullptr;
   }
 
@@ -66,21 +69,26 @@ class AddressTable {
     std::size_t longest = 0;
     for (std::size_t i = 0; i <= mask; ++i) {
       if (!slots_[i].used) continue;
-      const auto home = static_cast<std::size_t>(seeded_hash(slots_[i].addr, seed_) >> 32) & mask;
+      const std::size_t home = home_slot(slots_[i].addr, shift_);
       longest = std::max(longest, ((i - home) & mask) + 1);
     }
     return longest;
   }
 
  private:
+  // The top bits of addr * multiplier_ (a table of 2^(64 - shift) slots). Multiply-shift with a
+  // random odd multiplier is universal (any two addresses share a slot with probability at most
+  // 2 / slots), where Fibonacci hashing (a fixed multiplier) sent every multiple of its inverse
+  // to one slot, and a snapshot could name 100,000 such addresses (quadratic probing). A multiply
+  // and a shift instead of seeded_hash()'s finaliser: one lookup per alloc/free entry.
+  std::size_t home_slot(Addr addr, unsigned shift) const {
+    return static_cast<std::size_t>((addr * multiplier_) >> shift);
+  }
   // Index of the slot holding `addr`, or of the empty slot where it would go.
   // `mask` is the table's size - 1, kept in mask_ (a vector's size() divides by the 24-byte slot
   // size on every lookup, once per trace entry).
-  std::size_t probe(const Slot* slots, std::size_t mask, Addr addr) const {
-    const std::uint64_t seed = seed_;
-    // A seeded mix: Fibonacci hashing (a fixed multiplier) sent every multiple of its inverse
-    // to one slot, and a snapshot could name 100,000 such addresses (quadratic probing).
-    std::size_t i = static_cast<std::size_t>(seeded_hash(addr, seed) >> 32) & mask;
+  std::size_t probe(const Slot* slots, std::size_t mask, unsigned shift, Addr addr) const {
+    std::size_t i = home_slot(addr, shift);
     while (slots[i].used && slots[i].addr != addr) i = (i + 1) & mask;
     return i;
   }
@@ -90,6 +98,8 @@ class AddressTable {
     while (size < 2 * addresses) size *= 2;
     return size;
   }
+  // 64 - log2(size) for a power of two `size`.
+  static unsigned shift_for(std::size_t size) { return static_cast<unsigned>(std::countl_zero(size)) + 1; }
   static std::unique_ptr<Slot[]> empty_slots(std::size_t size) {
     auto slots = std::make_unique_for_overwrite<Slot[]>(size);
     // Four a step (size is a power of two >= kDefaultSize): one store per slot, not four instructions.
@@ -104,15 +114,17 @@ class AddressTable {
   void rehash(std::size_t size) {
     std::unique_ptr<Slot[]> fresh = empty_slots(size);
     for (std::size_t i = 0; i <= mask_; ++i)
-      if (slots_[i].used) fresh[probe(fresh.get(), size - 1, slots_[i].addr)] = slots_[i];
+      if (slots_[i].used) fresh[probe(fresh.get(), size - 1, shift_for(size), slots_[i].addr)] = slots_[i];
     slots_ = std::move(fresh);
     mask_ = size - 1;
+    shift_ = shift_for(size);
   }
 
   static constexpr std::size_t kDefaultSize = 1024;
-  std::size_t mask_ = kDefaultSize - 1;  // the table's size - 1
-  std::unique_ptr<Slot[]> slots_;        // mask_ + 1 slots (a power of two), at most half full
-  std::uint64_t seed_ = hash_seed();
+  std::size_t mask_ = kDefaultSize - 1;         // the table's size - 1
+  unsigned shift_ = shift_for(kDefaultSize);    // 64 - log2(the table's size)
+  std::unique_ptr<Slot[]> slots_;               // mask_ + 1 slots (a power of two), at most half full
+  std::uint64_t multiplier_ = hash_seed() | 1;  // odd: a bijection of the addresses
   std::size_t count_ = 0;
 };
 
