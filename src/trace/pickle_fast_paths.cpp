@@ -261,12 +261,12 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
 // A dict with a value this path does not take (a list of dicts, a tuple, a frame not seen before
 // inside a frames list, ...) is handed over to the checked path there (hand_over, below):
 // `handed_over` is set and the position of that opcode returned.
-// `streamed`: an item of the streamed list (EntrySink), built in the entry arena, pushed as a
+// `kStreamed`: an item of the streamed list (EntrySink), built in the entry arena, pushed as a
 // streamed entry and memoized poisoned (memo_copy).
+template <bool kStreamed>
 [[gnu::always_inline]] inline const unsigned char* Machine::take_flat_dict(const unsigned char* at,
                                                                            const unsigned char* const last_pair_start,
-                                                                           bool& handed_over, const bool streamed,
-                                                                           Arena* const dict_arena) {
+                                                                           bool& handed_over, Arena* const dict_arena) {
   constexpr std::size_t kMaxPairs = kMaxFlatPairs;
   const unsigned char* const end = end_;
   if (end - at < 3 || at[1] != MEMOIZE || at[2] != MARK) return at;
@@ -291,10 +291,10 @@ void Machine::remember_handed_over_keys(const Value* keys, const std::uint64_t* 
   Arena& arena = *dict_arena;
   auto* const block = static_cast<unsigned char*>(arena.peek(kHeader + kMaxPairs * sizeof(Value)));
   Value dict;
-  dict.kind = streamed ? Kind::Skipped : Kind::Dict;  // a streamed entry: see streamed_entry()
-  dict.length = streamed ? static_cast<std::uint32_t>(Kind::Dict) : 0;
+  dict.kind = kStreamed ? Kind::Skipped : Kind::Dict;  // a streamed entry: see streamed_entry()
+  dict.length = kStreamed ? static_cast<std::uint32_t>(Kind::Dict) : 0;
   dict.dict = reinterpret_cast<DictObject*>(block);
-  *memo_top++ = streamed ? poisoned(Kind::Dict) : dict;
+  *memo_top++ = kStreamed ? poisoned(Kind::Dict) : dict;
   Value* const values = reinterpret_cast<Value*>(block + kHeader);
   // While the keys are the template's (tmpl, below), they are not copied; from the first that is
   // not, the keys and their bytes gather here. Uninitialised: only keys[0, n) are ever read.
@@ -519,21 +519,31 @@ const unsigned char* Machine::take_flat_dicts(const unsigned char* at) {
   }
   // A pair may start at or before this with kPairBytes readable.
   const unsigned char* const last_pair_start = end_ - begin_ >= kPairBytes ? end_ - kPairBytes : begin_;
-  const unsigned char* q = at;
   // Items of the streamed list: all of them after its MARK, or the first one on top of it (APPEND).
-  const bool after_streamed_mark = stream_outer_ && floor_ > 0 && stack_[floor_ - 1].streamed_list();
-  bool streamed = after_streamed_mark || in_streamed_list(stack_.size());
+  if (stream_outer_ && floor_ > 0 && stack_[floor_ - 1].streamed_list())
+    return take_flat_dict_run<true>(at, last_pair_start, false);
+  if (in_streamed_list(stack_.size())) return take_flat_dict_run<true>(at, last_pair_start, true);
+  return take_flat_dict_run<false>(at, last_pair_start, false);
+}
+
+// take_flat_dicts() for dicts that all are (kStreamed) or are not items of the streamed list, or,
+// with `only_first`, the first one streamed and the rest taken as not: one copy of the pair loop
+// each, so that neither tests which it is or picks its arena per dict.
+template <bool kStreamed>
+const unsigned char* Machine::take_flat_dict_run(const unsigned char* at, const unsigned char* const last_pair_start,
+                                                 bool only_first) {
+  const unsigned char* q = at;
   for (;;) {
     bool handed_over = false;
     const unsigned char* after =
-        take_flat_dict(q, last_pair_start, handed_over, streamed, streamed ? entry_arena_ : &arena_);
-    streamed = after_streamed_mark;
+        take_flat_dict<kStreamed>(q, last_pair_start, handed_over, kStreamed ? entry_arena_ : &arena_);
     if (after == q) {
       flat_dict_refused_ = q;
       return q;
     }
     q = after;
     if (handed_over || q == end_ || *q != EMPTY_DICT) return q;
+    if (kStreamed && only_first) return take_flat_dict_run<false>(q, last_pair_start, false);
   }
 }
 

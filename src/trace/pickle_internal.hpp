@@ -343,8 +343,12 @@ class Machine {
   [[gnu::always_inline]] inline const unsigned char* valid_get_run_end(const unsigned char* at);
   const unsigned char* valid_get_run_end_unpredicted(const unsigned char* at);
   const unsigned char* take_flat_dicts(const unsigned char* at);
+  template <bool kStreamed>
+  const unsigned char* take_flat_dict_run(const unsigned char* at, const unsigned char* last_pair_start,
+                                          bool only_first);
+  template <bool kStreamed>
   const unsigned char* take_flat_dict(const unsigned char* at, const unsigned char* last_pair_start, bool& handed_over,
-                                      bool streamed, Arena* dict_arena);
+                                      Arena* dict_arena);
   [[gnu::noinline]] void hand_over_dict(const Value& dict, Arena& arena, const Value* keys, const Value* values,
                                         std::size_t n, bool with_key, Value* memo_top, const Value& list,
                                         const unsigned char* list_run_start, const unsigned char* list_run_end);
