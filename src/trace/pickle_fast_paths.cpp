@@ -393,13 +393,16 @@ template <bool kStreamed>
       }
       if (((1u << static_cast<unsigned>(k.kind)) & kNotPlainKey) != 0) return give_up();
     }
-    if (*q == MEMOIZE) {
-      *memo_top++ = key_array[n];
-      ++q;
-    }
-    // The value.
+    // The value, after the key's MEMOIZE if it has one: a case of the switch, so that the usual
+    // pair (a key fetched by a GET) is not tested for it.
     Value& v = values[n];
+  value:
     switch (*q) {
+      case MEMOIZE:
+        if (q[1] == MEMOIZE) return give_up();  // memoized twice: the checked path
+        *memo_top++ = key_array[n];
+        ++q;
+        goto value;
       case BINGET:
       case LONG_BINGET: {
         const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
@@ -416,6 +419,12 @@ template <bool kStreamed>
           return give_up();
         v = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
         q += 2 + length;
+        // A str is the one value a writer memoizes (CPython: a new str); any other value followed
+        // by MEMOIZE is handed over at it, as an opcode this path does not take as a key.
+        if (*q == MEMOIZE) {
+          *memo_top++ = v;
+          ++q;
+        }
         break;
       }
       case BININT1:
@@ -474,10 +483,6 @@ template <bool kStreamed>
         continue;
       default:
         return hand_over(true);
-    }
-    if (*q == MEMOIZE) {
-      *memo_top++ = v;
-      ++q;
     }
     ++n;
   }

@@ -2,7 +2,8 @@
 // the checked path in their middle: at a frame dict not seen before inside a frames list (after
 // GETs, or first), at a FRAME opcode inside one, at an int key, after a tuple it made of a value
 // and a small int (a segment's (0, 0)), at a tuple under the skip key, at a list of dicts (a
-// segment's blocks) and at a value it does not take (a float). The checked path goes on from the stack and MARKs it is
+// segment's blocks), at a value it does not take (a float) and at a MEMOIZE after a value that is
+// not a str. The checked path goes on from the stack and MARKs it is
 // handed, so the document must be the one the checked switch alone builds, or the error the same: also with the input
 // cut at every byte, and with each byte of the dicts replaced by an opcode that breaks them.
 #include <gtest/gtest.h>
@@ -127,6 +128,36 @@ class Writer : MemoWriter {
     get(tuple_slot);
     out_ += 'u';
   }
+  // Memoized values, which the fast path hands over at their MEMOIZE but for a str: an int, a bool
+  // and a GET; a key fetched by a GET and memoized, once and then twice. Then a dict of GETs of
+  // each of those memo slots. (After a segment: its keys' slots are set.)
+  void memoized_values() {
+    open_dict();
+    key("device", device_slot_);
+    out_ += std::string("K\x09\x94", 3);  // BININT1 9, MEMOIZE
+    const std::uint32_t int_slot = next_slot_++;
+    key("flag", flag_slot_);
+    out_ += "\x88\x94";  // NEWTRUE, MEMOIZE
+    const std::uint32_t bool_slot = next_slot_++;
+    key("state", state_slot_);
+    get(x_slot_);
+    out_ += '\x94';
+    const std::uint32_t got_slot = next_slot_++;
+    get(size_slot_);
+    out_ += "\x94K\x01";  // the key memoized, BININT1 1
+    const std::uint32_t key_slot = next_slot_++;
+    get(address_slot_);
+    out_ += "\x94\x94K\x02u";  // the key memoized twice, BININT1 2, SETITEMS
+    const std::uint32_t twice_slot = next_slot_ + 1;
+    next_slot_ += 2;
+    open_dict();
+    for (std::uint32_t slot : {int_slot, bool_slot, got_slot, key_slot, twice_slot}) {
+      out_ += 'K';
+      out_ += static_cast<char>(slot);  // an int key per slot
+      get(slot);
+    }
+    out_ += 'u';
+  }
   // The slot of 'device' now holds the int 5 (BININT1 5, BINPUT, POP): the same GET bytes fetch
   // another key from here on.
   void overwrite_device_key() {
@@ -166,7 +197,8 @@ std::string snapshot_like() {
 
 // Segments one after the other (the second and third read on the first's keys, by their bytes),
 // then dicts that start with the same key and go on otherwise, a dict taken whole on them, and
-// segments after a memo slot holding one of their keys was overwritten.
+// memoized values and keys, and segments after a memo slot holding one of their keys was
+// overwritten.
 std::string segments_like() {
   Writer w;
   w.entry(1, true);
@@ -178,6 +210,7 @@ std::string segments_like() {
   w.dict_on_segment_keys();
   w.dict_on_segment_keys();
   w.tuples();
+  w.memoized_values();
   w.segment();
   w.overwrite_device_key();
   w.segment();
