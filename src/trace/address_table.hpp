@@ -4,10 +4,10 @@
 // Invariants:
 //  - open addressing with linear probing, at most half full, never shrinks: an address once
 //    seen stays "touched";
-//  - slots are found by multiply-shift hashing with a random odd multiplier drawn from the
-//    per-process seed (fraglab/seeded_hash.hpp): a universal family, so addresses chosen to
-//    collide probe as briefly as any others; nothing iterates the slots into a result, so the
-//    seed changes no output.
+//  - slots are found through a mix that starts with a multiply by a random odd number drawn from
+//    the per-process seed (fraglab/seeded_hash.hpp), so addresses chosen to collide probe as
+//    briefly as any others; nothing iterates the slots into a result, so the seed changes no
+//    output.
 #pragma once
 
 #include <algorithm>
@@ -76,13 +76,16 @@ class AddressTable {
   }
 
  private:
-  // The top bits of addr * multiplier_ (a table of 2^(64 - shift) slots). Multiply-shift with a
-  // random odd multiplier is universal (any two addresses share a slot with probability at most
-  // 2 / slots), where Fibonacci hashing (a fixed multiplier) sent every multiple of its inverse
-  // to one slot, and a snapshot could name 100,000 such addresses (quadratic probing). A multiply
-  // and a shift instead of seeded_hash()'s finaliser: one lookup per alloc/free entry.
+  // The top bits of a mix of `addr` (a table of 2^(64 - shift) slots): a multiply by a random odd
+  // multiplier, then a fixed xorshift and multiply. Fibonacci hashing (a fixed multiplier) sent
+  // every multiple of its inverse to one slot, and a snapshot could name 100,000 such addresses
+  // (quadratic probing); the random multiplier alone (multiply-shift) left some seeds with probe
+  // runs 4x longer on a real trace's addresses (evenly spaced ones), which the finishing multiply
+  // spreads. Two multiplies instead of seeded_hash()'s finaliser: one lookup per alloc/free entry.
   std::size_t home_slot(Addr addr, unsigned shift) const {
-    return static_cast<std::size_t>((addr * multiplier_) >> shift);
+    std::uint64_t h = addr * multiplier_;
+    h ^= h >> 32;
+    return static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ull) >> shift);
   }
   // Index of the slot holding `addr`, or of the empty slot where it would go.
   // `mask` is the table's size - 1, kept in mask_ (a vector's size() divides by the 24-byte slot
