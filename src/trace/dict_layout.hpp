@@ -67,6 +67,12 @@ class DictLayout {
     if (value == nullptr) __builtin_unreachable();
     return value;
   }
+  // Whether the dict last passed to look_at() has every field of `fields` (bit f: names[f]).
+  bool has_all(std::uint32_t fields) const { return (current_->present & fields) == fields; }
+  // get() of a field has_all() vouched for: no test for a missing key.
+  const pickle::Value& present(const pickle::Value& dict, std::size_t field) const {
+    return dict.dict_value(static_cast<std::uint32_t>(current_->position[field]));
+  }
   std::string_view name(std::size_t field) const { return names_[field]; }
   // Back to knowing no layout, as when made (the next look_at() learns, and charges, again).
   void forget() {
@@ -87,7 +93,9 @@ class DictLayout {
     std::array<const char*, kMaxKeys> text{};
     std::array<std::uint32_t, kMaxKeys> length{};
     std::array<std::int32_t, N> position{};  // by field; -1 = absent
+    std::uint32_t present = 0;               // bit f: position[f] >= 0
   };
+  static_assert(N <= 32, "present has a bit per field");
 
   static bool matches(Layout& layout, const pickle::Value& dict, std::uint32_t n) {
     if (n != layout.size || n == 0) return false;
@@ -104,6 +112,7 @@ class DictLayout {
   [[gnu::noinline]] void learn(const pickle::Value& dict, std::uint32_t n) {  // rare: not inlined
     Layout& l = *current_;
     l.position.fill(-1);
+    l.present = 0;
     l.size = 0;
     if (!dict.is_dict()) return;
     l.size = n <= kMaxKeys ? n : 0;
@@ -119,7 +128,10 @@ class DictLayout {
         l.length[k] = key.length;
       }
       for (std::size_t f = 0; f < N; ++f)
-        if (key.str() == names_[f]) l.position[f] = static_cast<std::int32_t>(k);
+        if (key.str() == names_[f]) {
+          l.position[f] = static_cast<std::int32_t>(k);
+          l.present |= 1u << f;
+        }
     }
   }
 

@@ -728,19 +728,30 @@ inline Entry SnapshotReader::decode_entry(const Value& e, std::size_t i) {
   auto need = [&](EntryField key) -> const Value& { return need_entry_field(e, key, i, *action); };
   Addr addr = 0;
   StreamId stream = 0;
-  if (kind == Action::Oom) {
-    addr = entry_u64(need(kDeviceFree), "device_free", i);
-    if (const Value* s = entry_layout_.get(e, kStream)) stream = entry_u64(*s, "stream", i);
-  } else {
-    addr = entry_u64(need(kAddr), "addr", i);
-    stream = entry_u64(need(kStream), "stream", i);
-  }
-  const Bytes size = entry_u64(need(kSize), "size", i);
+  Bytes size = 0;
   bool has_time = false;
   std::int64_t time_us = 0;
-  if (const Value* time = entry_layout_.get(e, kTimeUs)) {  // ≈2.2+ only (allocator-model §13)
-    time_us = entry_i64(*time, "time_us", i);
+  constexpr std::uint32_t kUsualFields = 1u << kAddr | 1u << kStream | 1u << kSize | 1u << kTimeUs;
+  if (kind != Action::Oom && entry_layout_.has_all(kUsualFields)) [[likely]] {
+    // The layout has every field: read without a test for a missing key each (as below otherwise).
+    addr = entry_u64(entry_layout_.present(e, kAddr), "addr", i);
+    stream = entry_u64(entry_layout_.present(e, kStream), "stream", i);
+    size = entry_u64(entry_layout_.present(e, kSize), "size", i);
+    time_us = entry_i64(entry_layout_.present(e, kTimeUs), "time_us", i);
     has_time = true;
+  } else {
+    if (kind == Action::Oom) {
+      addr = entry_u64(need(kDeviceFree), "device_free", i);
+      if (const Value* s = entry_layout_.get(e, kStream)) stream = entry_u64(*s, "stream", i);
+    } else {
+      addr = entry_u64(need(kAddr), "addr", i);
+      stream = entry_u64(need(kStream), "stream", i);
+    }
+    size = entry_u64(need(kSize), "size", i);
+    if (const Value* time = entry_layout_.get(e, kTimeUs)) {  // ≈2.2+ only (allocator-model §13)
+      time_us = entry_i64(*time, "time_us", i);
+      has_time = true;
+    }
   }
   const Value* frames = keep_frames_ > 0 ? entry_layout_.get(e, kFrames) : nullptr;
   return Entry{kind, has_time, addr, size, stream, time_us, frames};

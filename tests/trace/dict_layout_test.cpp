@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -35,11 +36,21 @@ constexpr std::string_view kLayoutsHex =
     "0a68044b0b8c0164944b0c757d94284b018c01789468024b0d755d947d942868024b0e68034b0f68044b107565"
     "2e";
 
-// get() for every name equals find(), after look_at().
+// get() for every name equals find(), after look_at(); has_all() says a name is there exactly
+// when find() finds it, and present() then gives the same value.
 void expect_like_find(DictLayout<4>& layout, const Value& dict, const std::string& what) {
   layout.look_at(dict);
-  for (std::size_t f = 0; f < kNames.size(); ++f)
-    EXPECT_EQ(layout.get(dict, f), dict.find(kNames[f])) << what << ", key " << kNames[f];
+  std::uint32_t found = 0;
+  for (std::size_t f = 0; f < kNames.size(); ++f) {
+    const Value* v = dict.find(kNames[f]);
+    EXPECT_EQ(layout.get(dict, f), v) << what << ", key " << kNames[f];
+    EXPECT_EQ(layout.has_all(1u << f), v != nullptr) << what << ", key " << kNames[f];
+    if (v) {
+      EXPECT_EQ(&layout.present(dict, f), v) << what << ", key " << kNames[f];
+      found |= 1u << f;
+    }
+  }
+  EXPECT_TRUE(layout.has_all(found)) << what;
 }
 
 TEST(DictLayout, FindsWhatFindFindsWhateverTheLastDictWas) {
