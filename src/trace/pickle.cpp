@@ -93,6 +93,26 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   // A streamed entry is built (in the entry arena); a memo copy of a streamed value may not change.
   const bool built = target.kind != Kind::Skipped || target.is_streamed_entry();
   if (target.kind == Kind::Skipped && target.integer == kPoisoned) throw SkippedValueEscapes{};
+  const std::size_t pairs = n_items / 2;
+  // The first SETITEMS of a new dict whose keys are a remembered key array's (a segment handed
+  // over by take_flat_dict): those keys passed the test below when remembered and equal them
+  // byte for byte, so only the values are tested (the same exception at the same pair).
+  if (built && target.dict->size == 0 && target.dict->capacity == 0) {
+    if (const Value* keys = recent_key_array(first, pairs)) {
+      for (std::size_t i = 0; i < pairs; ++i) {
+        const Value& value = stack_[first + 2 * i + 1];
+        if (value.kind == Kind::Skipped && !is_skip_key(keys[i])) [[unlikely]]
+          throw SkippedValueEscapes{};
+      }
+      DictObject& d = *target.dict;
+      Value* values = alloc_values(pairs);
+      for (std::size_t i = 0; i < pairs; ++i) values[i] = stack_[first + 2 * i + 1];
+      d.keys = keys;
+      d.values = values;
+      d.size = static_cast<std::uint32_t>(pairs);
+      return;  // capacity stays 0: the next update copies both arrays
+    }
+  }
   // One test per pair for the usual str or int key and built value; the rest is looked at closely.
   constexpr unsigned kLookCloser = 1u << static_cast<unsigned>(Kind::List) | 1u << static_cast<unsigned>(Kind::Dict) |
                                    1u << static_cast<unsigned>(Kind::Skipped);
@@ -108,17 +128,6 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   }
   if (!built) return;
   DictObject& d = *target.dict;
-  std::size_t pairs = n_items / 2;
-  if (d.size == 0 && d.capacity == 0) {  // the first SETITEMS of a new dict
-    if (const Value* keys = recent_key_array(first, pairs)) {
-      Value* values = alloc_values(pairs);
-      for (std::size_t i = 0; i < pairs; ++i) values[i] = stack_[first + 2 * i + 1];
-      d.keys = keys;
-      d.values = values;
-      d.size = static_cast<std::uint32_t>(pairs);
-      return;  // capacity stays 0: the next update copies both arrays
-    }
-  }
   std::size_t want = std::size_t{d.size} + pairs;
   if (want > std::numeric_limits<std::uint32_t>::max() / 2) fail("dict larger than 2^31-1 pairs");
   if (want > d.capacity) {

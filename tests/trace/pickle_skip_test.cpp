@@ -572,6 +572,37 @@ TEST(PickleSkipEscapes, FrameDictFetchedIntoAnotherKey) {
   EXPECT_EQ(other.dict, frames.items()[0].dict);
 }
 
+TEST(PickleSkipEscapes, SkippedListUnderAnotherKeyOfARememberedKeyArray) {
+  // L = []; [{'a': 1, 'b': 2, 'c': 3, 'frames': L}, {'a': 4, 'b': L, 'c': 6, 'frames': []}]: the
+  // second dict's keys are the first one's key array (its values alone are tested), and L under
+  // 'b' is a skipped value reachable under another key.
+  const std::string bytes =
+      B("\x80\x04"
+        "]\x94("  // EMPTY_LIST MEMOIZE 0, MARK
+        "}("      // EMPTY_DICT, MARK (no MEMOIZE: the checked path's SETITEMS)
+        "\x8c\x01"
+        "a\x94K\x01"  // 'a' MEMOIZE 1, BININT1 1
+        "\x8c\x01"
+        "b\x94K\x02"  // 'b' MEMOIZE 2, BININT1 2
+        "\x8c\x01"
+        "c\x94K\x03"  // 'c' MEMOIZE 3, BININT1 3
+        "\x8c\x06"
+        "frames\x94"  // 'frames' MEMOIZE 4
+        "]\x94u"      // EMPTY_LIST MEMOIZE 5 (L), SETITEMS
+        "}("          // EMPTY_DICT, MARK
+        "h\x01K\x04"  // 'a' 4
+        "h\x02h\x05"  // 'b' L
+        "h\x03K\x06"  // 'c' 6
+        "h\x04]u"     // 'frames' [], SETITEMS
+        "e.");        // APPENDS STOP
+  expect_fallback(bytes);
+  PickleDocument skim(bytes, "e.pickle", skip("frames"));
+  const auto dicts = skim.root().items();
+  ASSERT_EQ(dicts.size(), 2u);
+  EXPECT_EQ(get(dicts[1], "b").list, get(dicts[0], "frames").list);
+  EXPECT_EQ(get(dicts[1], "c").integer, 6);
+}
+
 TEST(PickleSkipEscapes, FramesListAsTheRoot) {
   // d = {'frames': L}; L.append(1); the pickle's result is L itself: [1]
   const std::string bytes =
