@@ -190,6 +190,8 @@ class CachingAllocator {
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
   NodeId map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r);
   NodeId try_allocate_expandable_block(Request& r);
+  static constexpr NodeId kUnusual = kNil - 1;  // grow_free_tail: not its case, nothing done
+  [[gnu::always_inline]] inline NodeId grow_free_tail(NodeId below, NodeId u, Request& r);
   void unmap_block(NodeId id);
   void release_expandable_segment(NodeId id);
   Bytes page_size(PoolKind pool) const;

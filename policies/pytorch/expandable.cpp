@@ -147,10 +147,50 @@ NodeId CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator f
   return id;
 }
 
+// map_block's usual call from try_allocate_expandable_block (§7.2 step 2): free block `below`
+// (mapped, filed, < r.rounded bytes) grows by the whole pages of unmapped block `u` after it that
+// make up the request, as map_block does when they are not all of `u`; the grown block is handed
+// to alloc_found_block in `r` at its entry. kNil when the device refuses the pages; kUnusual
+// (nothing done) when they would be all of `u`.
+NodeId CachingAllocator::grow_free_tail(NodeId below, NodeId u, Request& r) {
+  Node& unmapped = nodes_[u];
+  const Bytes page = expandable_[static_cast<std::size_t>(unmapped.segment)].page;
+  const Bytes short_by = r.rounded - nodes_[below].size;
+  const Bytes mapped = std::min(page * ((short_by + page - 1) / page), unmapped.size);
+  if (mapped == unmapped.size) return kUnusual;
+  if (!device_.map(unmapped.addr, mapped, page)) return kNil;
+  BlockPool& pool = *r.pool;
+  total_ += mapped;
+  stats_.reserved_bytes.increase(pool.kind, mapped);
+  ++stats_.num_device_alloc;  // per map call, not per page
+  Node& grown = nodes_[below];
+  nodes_[u].addr += mapped;
+  nodes_[u].size -= mapped;
+  StreamBlocks& set = *pool.blocks.find(grown.stream);
+  r.found_at = set.lower_bound(size_addr(grown.size, grown.addr));
+  r.found_in = &set;
+  grown.size += mapped;
+  return below;
+}
+
 // §7.2: grow until one free block of >= rounded bytes exists; returns it out of the pool. A
 // failure after some pages were mapped leaves them mapped as free blocks (trap §14.8).
 NodeId CachingAllocator::try_allocate_expandable_block(Request& r) {
   BlockPool& pool = *r.pool;
+  // The usual growth: the stream's first unmapped block follows a free block too small for the
+  // request, and the two together hold it. find_expandable_block would pick that free block (its
+  // first candidate), and map_block would grow it by the pages short of the request (not the
+  // whole unmapped block), leaving it large enough: done here without either's walk and frame.
+  const auto first = pool.unmapped.begin();
+  if (first != pool.unmapped.end() && first->first.first == r.stream) {
+    const NodeId u = first->second;
+    const NodeId below = nodes_[u].prev;
+    if (below != kNil && nodes_[below].reusable() && nodes_[below].mapped && nodes_[below].size < r.rounded &&
+        r.rounded - nodes_[below].size < nodes_[u].size) {
+      const NodeId grown = grow_free_tail(below, u, r);
+      if (grown != kUnusual) return grown;
+    }
+  }
   BlockPool::UnmappedSet::iterator at;  // the unmapped block found: c or the one after it
   NodeId c = find_expandable_block(r.stream, pool, r.rounded, at);
   if (c == kNil) return kNil;
