@@ -54,6 +54,12 @@ void StreamBlocks::Class::erase_slow(std::uint32_t i) {
   --n_;
 }
 
+std::size_t StreamBlocks::size() const {
+  std::size_t n = 0;
+  for (const Class& cl : classes_) n += cl.size();
+  return n;
+}
+
 void StreamBlocks::copy_to(StreamId stream, std::vector<FreeEntry>& out) const {
   for (Pos p = begin(); !is_end(p); p = next(p)) {
     out.push_back(FreeEntry{stream, size_at(p), addr_at(p), id_at(p)});

@@ -134,7 +134,6 @@ class StreamBlocks {
   }
   // Inline: every free and most splits file a block (no call, no spill of the 128-bit key).
   void insert(SizeAddr key, NodeId id) {
-    ++size_;
     const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
     Class& cl = classes_[c];
     if (cl.empty()) {  // a class that was empty: no search
@@ -150,7 +149,6 @@ class StreamBlocks {
   // other position stays valid.
   void erase(Pos p) {
     assert(!is_end(p) && p.index < classes_[p.cls].size());
-    --size_;
     Class& cl = classes_[p.cls];
     cl.erase(p.index);
     if (cl.empty()) unmark(p.cls);
@@ -197,7 +195,8 @@ class StreamBlocks {
   Bytes size_at(Pos p) const { return static_cast<Bytes>(classes_[p.cls][p.index].key >> 64); }
   Addr addr_at(Pos p) const { return static_cast<Addr>(classes_[p.cls][p.index].key); }
   NodeId id_at(Pos p) const { return classes_[p.cls][p.index].id; }
-  std::size_t size() const { return size_; }
+  // Counted when asked (audits only): a count kept up to date cost every insert and erase.
+  std::size_t size() const;
   void copy_to(StreamId stream, std::vector<FreeEntry>& out) const;
 
   // 8 classes per power of two: sizes below 8 have a class each; a larger size s with highest
@@ -365,7 +364,6 @@ class StreamBlocks {
   Entry* first_end_ = nullptr;
   std::uint64_t words_[kWords] = {};
   std::uint64_t summary_ = 0;  // bit w: words_[w] != 0
-  std::size_t size_ = 0;
 };
 
 // A pool's free blocks, ordered by (stream, size, address): one StreamBlocks per stream, kept
