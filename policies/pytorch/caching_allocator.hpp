@@ -138,10 +138,8 @@ class CachingAllocator {
 
   // caching_allocator.cpp
   [[gnu::always_inline]] inline bool get_free_block(Request& r);  // malloc is its one caller
-  [[gnu::noinline]] StreamBlocks::Pos pass_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it,
-                                                          const Node& fit) const;
   [[gnu::noinline]] StreamBlocks::Pos walk_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it,
-                                                          const Node& fit) const;  // its loop
+                                                          const Node& fit) const;
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Node& block, Bytes rounded) const;
   // malloc() and free() for each setting of keep_usage_stats_ (one test per call, not per update).
