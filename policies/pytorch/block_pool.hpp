@@ -132,6 +132,13 @@ class StreamBlocks {
     }
     return Pos{next_nonempty(c + 1), 0};
   }
+  // The position of `key`, which must be filed: its class holds it, so neither the class's
+  // occupancy nor a later class is looked at (a free block's entry, found to merge or grow it).
+  Pos position_of(SizeAddr key) const {
+    const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
+    assert(has(c));
+    return Pos{c, index_of(classes_[c], key)};
+  }
   // Inline: every free and most splits file a block (no call, no spill of the 128-bit key).
   void insert(SizeAddr key, NodeId id) {
     const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
@@ -154,7 +161,7 @@ class StreamBlocks {
     if (cl.empty()) unmark(p.cls);
   }
   void erase(SizeAddr key) {  // the key must be present
-    const Pos p = lower_bound(key);
+    const Pos p = position_of(key);
     assert(!is_end(p) && classes_[p.cls][p.index].key == key);
     erase(p);
   }
@@ -340,6 +347,25 @@ class StreamBlocks {
       if (cl[lo + half].key < key) {
         lo += half + 1;
         n -= half + 1;
+      } else {
+        n = half;
+      }
+    }
+    return lo;
+  }
+
+  // index_in for a key the class holds: the class is not empty and its last entry is not below
+  // the key, so only the first entry is tried before the search (a free block's entry is usually
+  // its class's first, see Class).
+  static std::uint32_t index_of(const Class& cl, SizeAddr key) {
+    if (!(cl[0].key < key)) return 0;
+    std::uint32_t lo = 1;  // entries 1 .. size - 1 are left; one of them is the key
+    std::uint32_t n = cl.size() - 1;
+    while (n > 1) {
+      const std::uint32_t half = n / 2;
+      if (cl[lo + half - 1].key < key) {
+        lo += half;
+        n -= half;
       } else {
         n = half;
       }

@@ -397,7 +397,7 @@ void CachingAllocator::merge_neighbour(NodeId id, NodeId c, BlockPool& pool, Mer
     if (ms.kept_in != nullptr) ms.kept_in->erase(ms.kept_at);  // the first neighbour leaves after all
     const Node& s = nodes_[c];
     ms.kept_in = pool.blocks.find(s.stream);
-    ms.kept_at = ms.kept_in->lower_bound(size_addr(s.size, s.addr));
+    ms.kept_at = ms.kept_in->position_of(size_addr(s.size, s.addr));
     subsumed = absorb_block(id, c);
   } else {
     subsumed = try_merge_blocks(id, c, pool);

@@ -108,7 +108,7 @@ NodeId CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator f
     Node& grown = nodes_[below];
     Node& unmapped = nodes_[id];
     StreamBlocks& set = *pool.blocks.find(grown.stream);
-    const StreamBlocks::Pos at = set.lower_bound(size_addr(grown.size, grown.addr));
+    const StreamBlocks::Pos at = set.position_of(size_addr(grown.size, grown.addr));
     grown.size += mapped;
     unmapped.addr += mapped;
     unmapped.size -= mapped;
@@ -167,7 +167,7 @@ NodeId CachingAllocator::grow_free_tail(NodeId below, NodeId u, Request& r) {
   nodes_[u].addr += mapped;
   nodes_[u].size -= mapped;
   StreamBlocks& set = *pool.blocks.find(grown.stream);
-  r.found_at = set.lower_bound(size_addr(grown.size, grown.addr));
+  r.found_at = set.position_of(size_addr(grown.size, grown.addr));
   r.found_in = &set;
   grown.size += mapped;
   return below;
