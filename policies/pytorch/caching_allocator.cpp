@@ -147,10 +147,11 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
     device_.synchronize();       // the flush waited for the device (README "Device time")
   }
   if (allowed_ && total_ + r.alloc_size > *allowed_) return false;  // uses alloc_size even if expandable
-  if (expandable_active_) {
-    r.block = try_allocate_expandable_block(r);
-    return r.block != kNil;
-  }
+  // Each kind in a function of its own, called last: this one keeps no registers for them.
+  return expandable_active_ ? alloc_expandable_block(r) : alloc_segment(r);
+}
+
+bool CachingAllocator::alloc_segment(Request& r) {
   const std::optional<Addr> addr = device_.malloc(r.alloc_size);
   if (!addr) return false;
   total_ += r.alloc_size;

@@ -141,6 +141,7 @@ class CachingAllocator {
   [[gnu::noinline]] StreamBlocks::Pos walk_unmapped_tails(const StreamBlocks& set, StreamBlocks::Pos it,
                                                           const Node& fit) const;
   bool alloc_block(Request& r, bool is_retry);
+  [[gnu::noinline]] bool alloc_segment(Request& r);  // alloc_block's cudaMalloc
   bool should_split(const Node& block, Bytes rounded) const;
   // malloc() and free() for each setting of keep_usage_stats_ (one test per call, not per update).
   template <bool kUsageStats>
@@ -187,7 +188,8 @@ class CachingAllocator {
                                                              BlockPool::UnmappedSet::iterator& at);
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
   NodeId map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r);
-  NodeId try_allocate_expandable_block(Request& r);
+  bool alloc_expandable_block(Request& r);  // alloc_block's pages: try_allocate_expandable_block into r.block
+  [[gnu::always_inline]] inline NodeId try_allocate_expandable_block(Request& r);
   static constexpr NodeId kUnusual = kNil - 1;  // grow_free_tail: not its case, nothing done
   [[gnu::always_inline]] inline NodeId grow_free_tail(NodeId below, NodeId u, Request& r);
   void unmap_block(NodeId id);

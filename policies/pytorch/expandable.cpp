@@ -147,6 +147,11 @@ NodeId CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator f
   return id;
 }
 
+bool CachingAllocator::alloc_expandable_block(Request& r) {
+  r.block = try_allocate_expandable_block(r);
+  return r.block != kNil;
+}
+
 // map_block's usual call from try_allocate_expandable_block (§7.2 step 2): free block `below`
 // (mapped, filed, < r.rounded bytes) grows by the whole pages of unmapped block `u` after it that
 // make up the request, as map_block does when they are not all of `u`; the grown block is handed
