@@ -430,8 +430,9 @@ class FreeBlockSet {
   std::vector<std::pair<StreamId, StreamBlocks>> streams_;  // sorted by stream
 };
 
-// One of PyTorch's BlockPools: the small or the large pool.
-struct BlockPool {
+// One of PyTorch's BlockPools: the small or the large pool. Aligned to a power of two so that
+// pool_of(kind) is a shift (a free finds its block's pool by kind), not a multiply by 88.
+struct alignas(128) BlockPool {
   explicit BlockPool(PoolKind k) : kind(k) {}
   PoolKind kind;
   FreeBlockSet blocks;  // free mapped blocks
