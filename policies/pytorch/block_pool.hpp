@@ -170,8 +170,21 @@ class StreamBlocks {
   // sort below/above every key of this class, so only the class's own order needs restoring).
   // Inline, as insert and erase(Pos): a split or a merge with a free neighbour refiles a block.
   [[gnu::always_inline]] void refile(Pos p, SizeAddr key, NodeId id) {
-    if (class_of(static_cast<Bytes>(key >> 64)) != p.cls) {
-      erase(p);
+    const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
+    if (c != p.cls) {
+      Class& from = classes_[p.cls];
+      Class& to = classes_[c];
+      from.erase(p.index);
+      if (from.empty() && to.empty() && (c >> 6) == (p.cls >> 6)) {
+        // The block moves from a class it was alone in to an empty one beside it (a split's
+        // remainder usually does): both occupancy bits flip in one word, which stays non-empty.
+        words_[c >> 6] ^= (std::uint64_t{1} << (c & 63)) | (std::uint64_t{1} << (p.cls & 63));
+        if (to.capacity() == 0) [[unlikely]]
+          to.take_first_buffer(first_buffer());
+        to.insert(0, Entry{key, id});
+        return;
+      }
+      if (from.empty()) unmark(p.cls);
       insert(key, id);
       return;
     }
