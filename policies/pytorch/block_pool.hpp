@@ -64,6 +64,7 @@ class NodeArena {
     } else {
       id = static_cast<NodeId>(nodes_.size());
       nodes_.emplace_back();
+      slots_ = id + 1;
     }
     nodes_[id].live = true;
     return id;
@@ -82,12 +83,15 @@ class NodeArena {
   }
   Node& operator[](NodeId id) { return nodes_[id]; }
   const Node& operator[](NodeId id) const { return nodes_[id]; }
-  std::size_t slots() const { return nodes_.size(); }
+  std::size_t slots() const { return slots_; }
   void reserve(std::size_t slots) { nodes_.reserve(slots); }
 
  private:
   std::vector<Node> nodes_;
   std::vector<NodeId> free_;
+  // nodes_.size(), kept: a free checks its block's id against it (lookup), and one load is less
+  // than the vector's end minus begin over the node size.
+  std::uint32_t slots_ = 0;
 };
 
 struct FreeKey {
