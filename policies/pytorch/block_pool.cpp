@@ -69,7 +69,10 @@ void StreamBlocks::copy_to(StreamId stream, std::vector<FreeEntry>& out) const {
 StreamBlocks& FreeBlockSet::of(StreamId stream) {
   const auto at = std::lower_bound(streams_.begin(), streams_.end(), stream,
                                    [](const auto& entry, StreamId s) { return entry.first < s; });
-  return streams_.emplace(at, stream, StreamBlocks{})->second;
+  StreamBlocks& added = streams_.emplace(at, stream, StreamBlocks{})->second;
+  first_stream_ = streams_.front().first;  // the insert may have moved every entry
+  first_blocks_ = &streams_.front().second;
+  return added;
 }
 
 NodeId FreeBlockSet::id_of(const FreeKey& key) const {

@@ -414,8 +414,10 @@ class StreamBlocks {
 // callers take the stream's set and work on it.
 class FreeBlockSet {
  public:
-  // The stream's blocks, or nullptr when it never had any.
+  // The stream's blocks, or nullptr when it never had any. The first stream's are tested first
+  // from a copy of its id and address (a run has one stream, usually): one compare.
   const StreamBlocks* find(StreamId stream) const {
+    if (stream == first_stream_) return first_blocks_;
     for (const auto& [s, blocks] : streams_) {
       if (s == stream) return &blocks;
     }
@@ -445,6 +447,9 @@ class FreeBlockSet {
  private:
   StreamBlocks& of(StreamId stream);                        // adds the stream (not yet present)
   std::vector<std::pair<StreamId, StreamBlocks>> streams_;  // sorted by stream
+  // streams_.front(), set by of(); before any stream, a stream 0 whose blocks are none.
+  StreamId first_stream_ = 0;
+  StreamBlocks* first_blocks_ = nullptr;
 };
 
 // One of PyTorch's BlockPools: the small or the large pool. Aligned to a power of two so that
