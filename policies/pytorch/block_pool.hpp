@@ -138,7 +138,7 @@ class StreamBlocks {
   }
   // The position of `key`, which must be filed: its class holds it, so neither the class's
   // occupancy nor a later class is looked at (a free block's entry, found to merge or grow it).
-  Pos position_of(SizeAddr key) const {
+  [[gnu::always_inline]] Pos position_of(SizeAddr key) const {
     const std::uint32_t c = class_of(static_cast<Bytes>(key >> 64));
     assert(has(c));
     return Pos{c, index_of(classes_[c], key)};
