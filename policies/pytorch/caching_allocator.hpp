@@ -109,9 +109,9 @@ class CachingAllocator {
     NodeId block;  // written by get_free_block or alloc_block when they succeed: read after
     // get_free_block's best fit is still filed here until alloc_found_block takes it out (so a
     // split remainder can take its place); so is the free block below new expandable pages that
-    // map_block grew into (its entry); nullptr for other blocks of alloc_block.
+    // map_block or grow_free_tail grew into (its entry); nullptr for other blocks of alloc_block.
     StreamBlocks* found_in = nullptr;
-    StreamBlocks::Pos found_at;  // read only while found_in is set (get_free_block sets both)
+    StreamBlocks::Pos found_at;  // read only while found_in is set (each writer sets both)
   };
 
   BlockPool& pool_of(PoolKind kind) { return pools_[static_cast<int>(kind)]; }
