@@ -187,16 +187,17 @@ void CachingAllocator::alloc_found_block(Request& r, Block& out) {
     const NodeId rest = nodes_.create_unfilled();  // may move the arena: take references afterwards
     Node& b = nodes_[r.block];
     Node& rem = nodes_[rest];
-    // Every field, as a fresh Node would have them but for the carved range and its links
-    // (gc_base is set where the remainder is filed, take_found_block).
+    // Every field that a free block's reader uses, as a fresh Node would have them but for the
+    // carved range and its links (gc_base is set where the remainder is filed, take_found_block).
+    // requested and serial are left as the recycled slot had them: both are read only for an
+    // allocated or pending block (lookup's serial test is followed by one of those flags, and a
+    // serial is set on allocation, from a counter above every serial before it).
     rem.addr = b.addr + r.rounded;
     rem.size = b.size - r.rounded;
-    rem.requested = 0;
     rem.stream = b.stream;
     rem.prev = r.block;
     rem.next = b.next;
     rem.segment = b.segment;
-    rem.serial = 0;
     rem.pool = b.pool;
     rem.allocated = false;
     rem.pending = false;
