@@ -97,12 +97,13 @@ class SimDevice final : public Device {
   NodeArena alias_nodes_;
   ArenaMap<Addr, Bytes> mapped_pages_ = make_arena_map<Addr, Bytes>(page_nodes_);  // mapped runs (page multiples)
   // The run the last map made or grew: a policy maps page after page upward, so the next map
-  // usually starts where it ends (`end`) and stays below the next run (`limit`, ~0: none). Any
-  // other change of the runs (an unmap) forgets it (end 0: no map starts at address 0).
+  // usually starts where it ends (`end`) and ends at or below `max_end`: below the next run and
+  // inside the reserved range that holds the run's last page. Kept only while there is no alias;
+  // an unmap or a new alias forgets it (end 0: no map starts at address 0).
   struct GrowingRun {
     ArenaMap<Addr, Bytes>::iterator run{};
     Addr end = 0;
-    Addr limit = 0;
+    Addr max_end = 0;
   };
   GrowingRun growing_;
   struct Alias {

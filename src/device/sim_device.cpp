@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -165,11 +166,11 @@ bool SimDevice::in_vmm_range(Addr addr, Bytes size) const {
 }
 
 bool SimDevice::do_map(Addr addr, Bytes size) {
-  // The usual call: whole pages right after the run the last map grew, inside the reserved range
-  // found last, below the next run (no overlap, no join) and with no alias. Every check of
-  // map_after_search() passes then, and it would grow that run.
-  if (addr == growing_.end && size != 0 && size % kPage == 0 && addr + size < growing_.limit && addr + size > addr &&
-      aliases_.empty() && in_last_vmm_range(addr, size)) {
+  // The usual call: whole pages right after the run the last map grew, up to growing_.max_end
+  // (inside the run's reserved range, below the next run: no overlap, no join) with no alias.
+  // Every check of map_after_search() passes then, and it would grow that run. size - 1 wraps
+  // for a size of 0, and addr <= max_end, so neither a size 0 nor an overflow passes.
+  if (addr == growing_.end && size % kPage == 0 && size - 1 < growing_.max_end - addr) {
     if (size > config_.capacity - config_.external - physical_in_use_) return false;
     physical_in_use_ += size;
     growing_.run->second += size;
@@ -211,7 +212,16 @@ bool SimDevice::map_after_search(Addr addr, Bytes size) {
   } else {
     run = mapped_pages_.emplace_hint(next, addr, size);
   }
-  growing_ = GrowingRun{run, run->first + run->second, next == mapped_pages_.end() ? ~Addr{0} : next->first};
+  // in_vmm_range() above left last_vmm_range_ at the range that holds [addr, addr + size): the
+  // run's last page lies in it unless the run joined a run of the range after it. That range
+  // cannot go while the page is mapped, and an unmap forgets growing_.
+  const Addr end = run->first + run->second;
+  const Addr below_next = next == mapped_pages_.end() ? ~Addr{0} : next->first - 1;
+  if (aliases_.empty() && last_vmm_range_.addr < end && end <= last_vmm_range_.end()) {
+    growing_ = GrowingRun{run, end, std::min(below_next, last_vmm_range_.end())};
+  } else {
+    growing_ = GrowingRun{};
+  }
   return true;
 }
 
@@ -271,6 +281,7 @@ void SimDevice::do_map_alias(Addr addr, Bytes size, Addr source) {
     throw std::logic_error(fmt::format("sim device: alias at 0x{:x} overlaps mapped pages", addr));
   }
   aliases_.emplace(addr, Alias{size, source});
+  growing_ = GrowingRun{};  // do_map's usual call assumes no alias
 }
 
 void SimDevice::do_unmap_alias(Addr addr, Bytes size) {
