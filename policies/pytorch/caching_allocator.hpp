@@ -183,13 +183,15 @@ class CachingAllocator {
   void release_block(NodeId id);
 
   // expandable.cpp
-  // try_allocate_expandable_block is its one caller (in expandable.cpp).
+  // map_expandable_block is its one caller (in expandable.cpp).
   [[gnu::always_inline]] inline NodeId find_expandable_block(StreamId stream, BlockPool& pool, Bytes size,
                                                              BlockPool::UnmappedSet::iterator& at);
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
   NodeId map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r);
-  bool alloc_expandable_block(Request& r);  // alloc_block's pages: try_allocate_expandable_block into r.block
-  [[gnu::always_inline]] inline NodeId try_allocate_expandable_block(Request& r);
+  bool alloc_expandable_block(Request& r);  // alloc_block's pages, into r.block
+  // alloc_expandable_block but for the usual growth (grow_free_tail): out of line, so that the
+  // usual growth keeps no registers for it.
+  [[gnu::noinline]] NodeId map_expandable_block(Request& r);
   static constexpr NodeId kUnusual = kNil - 1;  // grow_free_tail: not its case, nothing done
   [[gnu::always_inline]] inline NodeId grow_free_tail(NodeId below, NodeId u, Request& r);
   void unmap_block(NodeId id);

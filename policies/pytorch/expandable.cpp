@@ -86,7 +86,7 @@ NodeId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool,
 // `filed`) covering `size` bytes; the rest stays unmapped; the mapped part merges with free mapped
 // neighbours. One device call. Returns the block that holds the new pages (kNil when the device
 // refuses them). It is filed as free unless it has the request's rounded size: then the caller
-// takes it (try_allocate_expandable_block). A free block below the pages keeps its entry in the
+// takes it (map_expandable_block). A free block below the pages keeps its entry in the
 // pool: refiled when still too small, else handed to alloc_found_block in `r` (found_in), as
 // get_free_block hands over a best fit, so that the split remainder takes that entry instead of
 // an insert.
@@ -147,12 +147,7 @@ NodeId CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator f
   return id;
 }
 
-bool CachingAllocator::alloc_expandable_block(Request& r) {
-  r.block = try_allocate_expandable_block(r);
-  return r.block != kNil;
-}
-
-// map_block's usual call from try_allocate_expandable_block (§7.2 step 2): free block `below`
+// map_block's usual call from alloc_expandable_block (§7.2 step 2): free block `below`
 // (mapped, filed, < r.rounded bytes) grows by the whole pages of unmapped block `u` after it that
 // make up the request, as map_block does when they are not all of `u`; the grown block is handed
 // to alloc_found_block in `r` at its entry. kNil when the device refuses the pages; kUnusual
@@ -178,9 +173,9 @@ NodeId CachingAllocator::grow_free_tail(NodeId below, NodeId u, Request& r) {
   return below;
 }
 
-// §7.2: grow until one free block of >= rounded bytes exists; returns it out of the pool. A
+// §7.2: grow until one free block of >= rounded bytes exists; r.block is it, out of the pool. A
 // failure after some pages were mapped leaves them mapped as free blocks (trap §14.8).
-NodeId CachingAllocator::try_allocate_expandable_block(Request& r) {
+bool CachingAllocator::alloc_expandable_block(Request& r) {
   BlockPool& pool = *r.pool;
   // The usual growth: the stream's first unmapped block follows a free block too small for the
   // request, and the two together hold it. find_expandable_block would pick that free block (its
@@ -193,9 +188,18 @@ NodeId CachingAllocator::try_allocate_expandable_block(Request& r) {
     if (below != kNil && nodes_[below].reusable() && nodes_[below].mapped && nodes_[below].size < r.rounded &&
         r.rounded - nodes_[below].size < nodes_[u].size) {
       const NodeId grown = grow_free_tail(below, u, r);
-      if (grown != kUnusual) return grown;
+      if (grown != kUnusual) {
+        r.block = grown;
+        return grown != kNil;
+      }
     }
   }
+  r.block = map_expandable_block(r);
+  return r.block != kNil;
+}
+
+NodeId CachingAllocator::map_expandable_block(Request& r) {
+  BlockPool& pool = *r.pool;
   BlockPool::UnmappedSet::iterator at;  // the unmapped block found: c or the one after it
   NodeId c = find_expandable_block(r.stream, pool, r.rounded, at);
   if (c == kNil) return kNil;
