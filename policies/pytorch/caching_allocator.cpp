@@ -247,8 +247,7 @@ void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
     if (remainder != kNil) insert_into_blocks(*r.pool, remainder);
     return;
   }
-  StreamBlocks& set = *r.found_in;
-  r.found_in = nullptr;
+  StreamBlocks& set = *r.found_in;  // left set: malloc reads r no more
   if (remainder == kNil) {
     set.erase(r.found_at);
     return;
