@@ -9,6 +9,7 @@
 namespace fraglab::cca {
 namespace {
 constexpr std::uint64_t kZeroCookie = ~std::uint64_t{0};  // the size-0 "null pointer" block
+static_assert(static_cast<NodeId>(kZeroCookie & 0xffffffffu) == kNil, "lookup turns the size-0 block away by its id");
 Bytes saturating_add(Bytes a, Bytes b) { return a > kUnlimited - b ? kUnlimited : a + b; }
 }  // namespace
 
@@ -275,7 +276,8 @@ void CachingAllocator::oom(const Request& r) {
 // ---- free path (§6) ---------------------------------------------------------------------------
 
 Node* CachingAllocator::lookup(const Block& block) {
-  if (block.cookie == kZeroCookie) return nullptr;
+  // The size-0 block's cookie (kZeroCookie) carries id kNil, which no slot has (the arena stays
+  // far below 2^32 - 1 slots): the range test turns it away, so it needs no test of its own.
   const NodeId id = static_cast<NodeId>(block.cookie & 0xffffffffu);
   if (id >= nodes_.slots()) return nullptr;
   Node& n = nodes_[id];
