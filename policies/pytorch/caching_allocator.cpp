@@ -39,11 +39,12 @@ void CachingAllocator::skip_usage_stats() {
 
 template <bool kUsageStats>
 bool CachingAllocator::malloc_keeping(Bytes size, StreamId stream, Block& out) {
-  if (size == 0) {
-    out = Block{0, 0, 0, stream, kZeroCookie};  // PyTorch returns a null pointer
-    return true;
-  }
-  if (size >= kMaxRequest) {
+  // Both ends in one compare: size - 1 wraps for a size of 0.
+  if (size - 1 >= kMaxRequest - 1) [[unlikely]] {
+    if (size == 0) {
+      out = Block{0, 0, 0, stream, kZeroCookie};  // PyTorch returns a null pointer
+      return true;
+    }
     last_oom_ = "CUDA out of memory. Tried to allocate more than 1EB memory.";  // not in num_ooms
     return false;
   }
