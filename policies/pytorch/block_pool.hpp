@@ -77,7 +77,9 @@ class NodeArena {
     free_.pop_back();
     return id;
   }
+  // Only a free node dies (lookup relies on it): neither allocated nor pending.
   void destroy(NodeId id) {
+    assert(!nodes_[id].allocated && !nodes_[id].pending);
     nodes_[id].live = false;
     free_.push_back(id);
   }

@@ -281,8 +281,10 @@ Node* CachingAllocator::lookup(const Block& block) {
   // far below 2^32 - 1 slots): the range test turns it away, so it needs no test of its own.
   const NodeId id = static_cast<NodeId>(block.cookie & 0xffffffffu);
   if (id >= nodes_.slots()) return nullptr;
+  // A dead slot (live false) is not tested for: a node dies free, neither allocated nor pending
+  // (NodeArena::destroy), and every caller acts only on a block that is one of the two.
   Node& n = nodes_[id];
-  if (!n.live || n.serial != static_cast<std::uint32_t>(block.cookie >> 32)) return nullptr;
+  if (n.serial != static_cast<std::uint32_t>(block.cookie >> 32)) return nullptr;
   return &n;
 }
 

@@ -116,6 +116,8 @@ class CachingAllocator {
 
   BlockPool& pool_of(PoolKind kind) { return pools_[static_cast<int>(kind)]; }
   bool gc_enabled() const { return gc_enabled_; }
+  // The node of a block handed out, or nullptr; possibly a dead or free node when the block was
+  // freed before (callers test allocated or pending, which neither has).
   Node* lookup(const Block& block);
   static std::uint64_t cookie_of(NodeId id, const Node& n) { return (std::uint64_t{n.serial} << 32) | id; }
 
