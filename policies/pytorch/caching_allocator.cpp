@@ -255,7 +255,9 @@ void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
     return;
   }
   Node& n = nodes_[remainder];
-  n.gc_base = r.pool->get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
+  // Age restarts (§3.3), as insert_into_blocks. Without GC the clock stays 0 and so does every
+  // gc_base (a slot's last value was that 0 too): the store is left out.
+  if (gc_enabled()) n.gc_base = r.pool->get_free_blocks_call_count;
   set.refile(r.found_at, size_addr(n.size, n.addr), remainder);
 }
 
@@ -371,7 +373,7 @@ void CachingAllocator::free_block_body(NodeId id) {
     insert_into_blocks(pool, id);
   } else {
     Node& merged = nodes_[id];
-    merged.gc_base = pool.get_free_blocks_call_count;  // age restarts (§3.3), as insert_into_blocks
+    if (gc_enabled()) merged.gc_base = pool.get_free_blocks_call_count;  // as take_found_block
     ms.kept_in->refile(ms.kept_at, size_addr(merged.size, merged.addr), id);
   }
   if constexpr (kUsageStats) {
