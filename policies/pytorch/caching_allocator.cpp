@@ -218,7 +218,7 @@ void CachingAllocator::alloc_found_block(Request& r, Block& out) {
       }
     }
   } else {
-    take_found_block(r, kNil);
+    take_found_block(r);
     if (kUsageStats && already_split && !nodes_[r.block].expandable()) {
       stats_.inactive_split_bytes.decrease(pool, nodes_[r.block].size);
       stats_.inactive_split.decrease(pool, 1);
@@ -244,21 +244,22 @@ void CachingAllocator::alloc_found_block(Request& r, Block& out) {
 // The best fit leaves its pool and a split's remainder enters it (§4.2). The remainder sorts
 // just below the block it was cut from, often in the same size class: then it takes the
 // block's place there (StreamBlocks::refile) instead of an erase and an insert.
+// Two overloads, with and without a remainder: a split tests for none no more.
 void CachingAllocator::take_found_block(Request& r, NodeId remainder) {
   if (r.found_in == nullptr) {  // a new segment or pages: not in the pool
-    if (remainder != kNil) insert_into_blocks(*r.pool, remainder);
+    insert_into_blocks(*r.pool, remainder);
     return;
   }
   StreamBlocks& set = *r.found_in;  // left set: malloc reads r no more
-  if (remainder == kNil) {
-    set.erase(r.found_at);
-    return;
-  }
   Node& n = nodes_[remainder];
   // Age restarts (§3.3), as insert_into_blocks. Without GC the clock stays 0 and so does every
   // gc_base (a slot's last value was that 0 too): the store is left out.
   if (gc_enabled()) n.gc_base = r.pool->get_free_blocks_call_count;
   set.refile(r.found_at, size_addr(n.size, n.addr), remainder);
+}
+
+void CachingAllocator::take_found_block(Request& r) {
+  if (r.found_in != nullptr) r.found_in->erase(r.found_at);
 }
 
 void CachingAllocator::oom(const Request& r) {

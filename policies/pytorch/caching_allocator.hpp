@@ -174,6 +174,7 @@ class CachingAllocator {
     pool.blocks.insert(FreeEntry{n.stream, n.size, n.addr, id});
   }
   [[gnu::always_inline]] inline void take_found_block(Request& r, NodeId remainder);  // for alloc_found_block only
+  [[gnu::always_inline]] inline void take_found_block(Request& r);                    // the same, no split
   void oom(const Request& r);
 
   // release.cpp
