@@ -398,23 +398,19 @@ void CachingAllocator::free_block_body(NodeId id) {
 
 // One neighbour `c` of the block being freed (§4.3). The last free mapped neighbour absorbed
 // stays filed until free_block ends: the merged block sorts above it (it is larger), often in
-// the same size class, and then takes its place there.
+// the same size class, and then takes its place there. The freed block is mapped (it was handed
+// out, and only free blocks are unmapped), so try_merge_blocks' test of the same mapped state
+// comes down to the neighbour's: an unmapped neighbour never merges.
 void CachingAllocator::merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms) {
-  if (c == kNil || !nodes_[c].reusable()) return;  // the common case, decided without a call
-  Bytes subsumed = 0;
-  if (nodes_[c].mapped && nodes_[id].mapped) {
-    if (ms.kept_in != nullptr) ms.kept_in->erase(ms.kept_at);  // the first neighbour leaves after all
-    const Node& s = nodes_[c];
-    ms.kept_in = pool.blocks.find(s.stream);
-    ms.kept_at = ms.kept_in->position_of(size_addr(s.size, s.addr));
-    subsumed = absorb_block(id, c);
-  } else {
-    subsumed = try_merge_blocks(id, c, pool);
-  }
-  if (subsumed > 0) {
-    ms.d_count -= 1;
-    ms.d_bytes -= static_cast<std::int64_t>(subsumed);
-  }
+  if (c == kNil || !nodes_[c].reusable() || !nodes_[c].mapped) return;
+  assert(nodes_[id].mapped);
+  if (ms.kept_in != nullptr) ms.kept_in->erase(ms.kept_at);  // the first neighbour leaves after all
+  const Node& s = nodes_[c];
+  ms.kept_in = pool.blocks.find(s.stream);
+  ms.kept_at = ms.kept_in->position_of(size_addr(s.size, s.addr));
+  const Bytes subsumed = absorb_block(id, c);  // > 0: no block is empty
+  ms.d_count -= 1;
+  ms.d_bytes -= static_cast<std::int64_t>(subsumed);
 }
 
 // Absorbs `src` into `dst` if src is a reusable neighbour in the same mapped state; returns
