@@ -368,8 +368,8 @@ void CachingAllocator::free_block_body(NodeId id) {
   // Both neighbours are read before either merge (absorbing prev leaves next as it was), and
   // tried in PyTorch's order: prev, then next.
   const NodeId next = n.next;
-  merge_neighbour(id, n.prev, pool, ms);
-  merge_neighbour(id, next, pool, ms);
+  merge_neighbour<true>(id, n.prev, pool, ms);
+  merge_neighbour<false>(id, next, pool, ms);
   if (ms.kept_in == nullptr) {
     insert_into_blocks(pool, id);
   } else {
@@ -401,6 +401,7 @@ void CachingAllocator::free_block_body(NodeId id) {
 // the same size class, and then takes its place there. The freed block is mapped (it was handed
 // out, and only free blocks are unmapped), so try_merge_blocks' test of the same mapped state
 // comes down to the neighbour's: an unmapped neighbour never merges.
+template <bool kBelow>
 void CachingAllocator::merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms) {
   if (c == kNil || !nodes_[c].reusable() || !nodes_[c].mapped) return;
   assert(nodes_[id].mapped);
@@ -408,7 +409,7 @@ void CachingAllocator::merge_neighbour(NodeId id, NodeId c, BlockPool& pool, Mer
   const Node& s = nodes_[c];
   ms.kept_in = pool.blocks.find(s.stream);
   ms.kept_at = ms.kept_in->position_of(size_addr(s.size, s.addr));
-  const Bytes subsumed = absorb_block(id, c);  // > 0: no block is empty
+  const Bytes subsumed = absorb_block<kBelow>(id, c);  // > 0: no block is empty
   ms.d_count -= 1;
   ms.d_bytes -= static_cast<std::int64_t>(subsumed);
 }
@@ -425,14 +426,16 @@ Bytes CachingAllocator::try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool
   } else {
     pool.unmapped.erase(unmapped_key(s));
   }
-  return absorb_block(dst, src);
+  return nodes_[dst].prev == src ? absorb_block<true>(dst, src) : absorb_block<false>(dst, src);
 }
 
 // Joins neighbour `src` (already out of every set) into `dst` and destroys it; returns its bytes.
+// kBelow: src is dst's prev, else its next (free_block knows which, with no test).
+template <bool kBelow>
 Bytes CachingAllocator::absorb_block(NodeId dst, NodeId src) {
   Node& s = nodes_[src];
   Node& d = nodes_[dst];
-  if (d.prev == src) {  // [src dst]
+  if constexpr (kBelow) {  // [src dst]
     d.addr = s.addr;
     d.prev = s.prev;
     if (d.prev != kNil) nodes_[d.prev].next = dst;

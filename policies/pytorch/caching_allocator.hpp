@@ -164,8 +164,10 @@ class CachingAllocator {
     StreamBlocks* kept_in = nullptr;
     StreamBlocks::Pos kept_at{};
   };
+  template <bool kBelow>  // c is id's prev, else its next
   [[gnu::always_inline]] inline void merge_neighbour(NodeId id, NodeId c, BlockPool& pool, MergeState& ms);
   Bytes try_merge_blocks(NodeId dst, NodeId src, BlockPool& pool);
+  template <bool kBelow>
   [[gnu::always_inline]] inline Bytes absorb_block(NodeId dst, NodeId src);  // free_block's merges, per free
   // In the header and always inlined: every free and split files a block through it.
   [[gnu::always_inline]] void insert_into_blocks(BlockPool& pool, NodeId id) {
