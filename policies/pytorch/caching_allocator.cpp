@@ -175,7 +175,8 @@ bool CachingAllocator::alloc_segment(Request& r) {
 // max_split_size and remainder strictly above 1 MiB.
 bool CachingAllocator::should_split(const Node& block, Bytes rounded) const {
   const Bytes remaining = block.size - rounded;
-  if (block.pool == PoolKind::Small || expandable_active_) return remaining >= kMinBlockSize;
+  // The mode first: with expandable segments every block takes this rule (one test).
+  if (expandable_active_ || block.pool == PoolKind::Small) return remaining >= kMinBlockSize;
   return bounds_.below_ms(rounded, config_.max_split_size) && remaining > kSmallSize;
 }
 
