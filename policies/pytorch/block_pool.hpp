@@ -212,8 +212,14 @@ class StreamBlocks {
     if (p.index + 1 < classes_[p.cls].size()) return Pos{p.cls, p.index + 1};
     return Pos{next_nonempty(p.cls + 1), 0};
   }
-  bool is_last(Pos p) const { return is_end(next(p)); }  // p must not be end()
-  Pos prev(Pos p) const {                                // p must not be begin()
+  // is_end(next(p)) without finding the next class: p is its class's last entry and no class
+  // above it holds one. p must not be end().
+  bool is_last(Pos p) const {
+    if (p.index + 1 < classes_[p.cls].size()) return false;
+    const std::uint32_t w = p.cls >> 6;
+    return (words_[w] >> (p.cls & 63) >> 1) == 0 && (summary_ >> w >> 1) == 0;
+  }
+  Pos prev(Pos p) const {  // p must not be begin()
     if (p.index > 0) return Pos{p.cls, p.index - 1};
     const std::uint32_t c = prev_nonempty(p.cls);
     return Pos{c, static_cast<std::uint32_t>(classes_[c].size() - 1)};
