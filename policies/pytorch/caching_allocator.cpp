@@ -87,21 +87,20 @@ bool CachingAllocator::get_free_block(Request& r) {
   StreamBlocks::Pos it = set.lower_bound(size_addr(r.rounded, 0));
   if (set.is_end(it)) return false;
 
-  if (nodes_[set.id_at(it)].expandable()) {
-    if (expandable_active_) {
-      // A best fit with no unmapped space after it stays, and so does the stream's largest
-      // block (see walk_unmapped_tails); both are tested here so that the common cases make no
-      // call (lm2.7b-ctx128: the block before the unmapped tail is the largest in 1,287 of the
-      // 1,802 best fits with unmapped space after them).
-      const Node& fit = nodes_[set.id_at(it)];
-      if (fit.next != kNil && !nodes_[fit.next].mapped && !set.is_last(it)) it = walk_unmapped_tails(set, it, fit);
-    } else {
-      // Expandable segments were switched off: such blocks are skipped entirely.
-      do {
-        it = set.next(it);
-      } while (!set.is_end(it) && nodes_[set.id_at(it)].expandable());
-      if (set.is_end(it)) return false;
-    }
+  if (expandable_active_) {
+    // A best fit with no unmapped space after it stays, and so does the stream's largest block
+    // (see walk_unmapped_tails); both are tested here so that the common cases make no call
+    // (lm2.7b-ctx128: the block before the unmapped tail is the largest in 1,287 of the 1,802
+    // best fits with unmapped space after them). Only an expandable block has unmapped space
+    // after it, so the block's kind needs no test of its own.
+    const Node& fit = nodes_[set.id_at(it)];
+    if (fit.next != kNil && !nodes_[fit.next].mapped && !set.is_last(it)) it = walk_unmapped_tails(set, it, fit);
+  } else if (nodes_[set.id_at(it)].expandable()) {
+    // Expandable segments were switched off: such blocks are skipped entirely.
+    do {
+      it = set.next(it);
+    } while (!set.is_end(it) && nodes_[set.id_at(it)].expandable());
+    if (set.is_end(it)) return false;
   }
 
   const Bytes ms = config_.max_split_size;
