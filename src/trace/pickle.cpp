@@ -99,14 +99,17 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   // byte for byte, so only the values are tested (the same exception at the same pair).
   if (built && target.dict->size == 0 && target.dict->capacity == 0) {
     if (const Value* keys = recent_key_array(first, pairs)) {
-      for (std::size_t i = 0; i < pairs; ++i) {
-        const Value& value = stack_[first + 2 * i + 1];
-        if (value.kind == Kind::Skipped && !is_skip_key(keys[i])) [[unlikely]]
+      // The values sit at every second stack slot from first + 1.
+      const Value* const pair_values = &stack_[first + 1];
+      const Value* const values_end = pair_values + 2 * pairs;
+      for (const Value* v = pair_values; v != values_end; v += 2) {
+        if (v->kind == Kind::Skipped && !is_skip_key(keys[(v - pair_values) / 2])) [[unlikely]]
           throw SkippedValueEscapes{};
       }
       DictObject& d = *target.dict;
       Value* values = alloc_values(pairs);
-      for (std::size_t i = 0; i < pairs; ++i) values[i] = stack_[first + 2 * i + 1];
+      Value* to = values;
+      for (const Value* v = pair_values; v != values_end; v += 2) *to++ = *v;
       d.keys = keys;
       d.values = values;
       d.size = static_cast<std::uint32_t>(pairs);
@@ -153,30 +156,25 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
 }
 
 // A key array remembered by remember_key_array() that holds the keys of the pairs at
-// stack_[first, first + 2 * pairs), or nullptr. Keys are compared last first (the two layouts of
-// a segment differ in their last keys), by their 16 bytes: equal bytes are the same key (a
-// memoized key is copied with its padding, so the keys of one writer compare equal; any other
-// difference only means no sharing).
+// stack_[first, first + 2 * pairs), or nullptr. Keys are compared by their 16 bytes: equal bytes
+// are the same key (a memoized key is copied with its padding, so the keys of one writer compare
+// equal; any other difference only means no sharing). All of an array's keys are compared, without
+// a branch per key: arrays of the right size almost always match.
 const Value* Machine::recent_key_array(std::size_t first, std::size_t pairs) {
-  auto same = [](const Value* a, const Value* b) {
-    std::uint64_t a0, a1, b0, b1;
-    std::memcpy(&a0, a, 8);
-    std::memcpy(&a1, reinterpret_cast<const char*>(a) + 8, 8);
-    std::memcpy(&b0, b, 8);
-    std::memcpy(&b1, reinterpret_cast<const char*>(b) + 8, 8);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-  };
   static_assert(sizeof(Value) == 16);
   const Value* const pair_keys = &stack_[first];
   for (RecentKeys& recent : recent_keys_) {
     if (recent.size != pairs) continue;
-    const Value* a = recent.keys + pairs;
-    const Value* b = pair_keys + 2 * pairs;
-    while (a != recent.keys && same(a - 1, b - 2)) {
-      --a;
-      b -= 2;
-    }
-    if (a != recent.keys) continue;
+    auto key_equal = [&](std::size_t i) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(recent.keys + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair_keys + 2 * i));
+      return _mm_cmpeq_epi8(a, b);
+    };
+    // Two keys a step (a loop's overhead is most of a key's compare), the odd one first.
+    __m128i equal = pairs % 2 ? key_equal(0) : _mm_set1_epi8(-1);
+    for (std::size_t i = pairs % 2; i < pairs; i += 2)
+      equal = _mm_and_si128(equal, _mm_and_si128(key_equal(i), key_equal(i + 1)));
+    if (_mm_movemask_epi8(equal) != 0xffff) continue;
     if (&recent != &recent_keys_[0]) std::swap(recent_keys_[0], recent);  // the last used first
     return recent_keys_[0].keys;
   }
