@@ -102,6 +102,18 @@ inline constexpr std::array<std::uint64_t, 256> kGetMask = [] {
   }
   return m;
 }();
+// Masks the memo index of a GET from the 4 little-endian bytes after its opcode, with the top 32
+// bits set: `(bytes | kNotAnIndex) & kGetIndexMask[op]` is the index for a GET and at least
+// kNotAnIndex (past any memo) for any other opcode, so one compare stops a run at either.
+inline constexpr std::uint64_t kNotAnIndex = 0xffffffff00000000ull;
+inline constexpr std::array<std::uint64_t, 256> kGetIndexMask = [] {
+  std::array<std::uint64_t, 256> m{};
+  for (int op = 0; op < 256; ++op) {
+    const unsigned length = kGetLength[static_cast<std::size_t>(op)];
+    m[static_cast<std::size_t>(op)] = length == 2 ? 0xffull : length == 5 ? 0xffffffffull : ~std::uint64_t{0};
+  }
+  return m;
+}();
 // A flat-dict key fetched other than by a GET (take_flat_dict's key templates).
 inline constexpr std::uint64_t kNoKeyBytes = std::uint64_t{1} << 63;
 
