@@ -140,11 +140,14 @@ const unsigned char* Machine::valid_get_run_end_unpredicted(const unsigned char*
   if (dense) {
     // While 5 bytes are readable, no branch on which GET it is (the two mix irregularly), and one
     // compare for both a bad index and another opcode (kGetIndexMask).
-    while (end - q >= 5) {
-      const unsigned char op = *q;
-      const std::uint64_t index = (load_le<std::uint32_t>(q + 1) | kNotAnIndex) & kGetIndexMask[op];
-      if (index >= memo_size) break;
-      q += kGetLength[op];
+    if (end - q >= 5) {
+      const unsigned char* const last = end - 5;  // the last GET start with 5 bytes readable
+      while (q <= last) {
+        const unsigned char op = *q;
+        const std::uint64_t index = (load_le<std::uint32_t>(q + 1) | kNotAnIndex) & kGetIndexMask[op];
+        if (index >= memo_size) break;
+        q += kGetLength[op];
+      }
     }
   }
   // The checked way: near the end, or with unset slots.
