@@ -155,26 +155,43 @@ void Machine::dict_update(Value& target, std::size_t first, std::size_t n_items)
   d.size = static_cast<std::uint32_t>(want);
 }
 
+namespace {
+// Whether keys[0, pairs) equal the keys of the pairs at pair_keys (every second Value), by their
+// 16 bytes, without a branch per key: arrays of the right size almost always match.
+bool same_key_bytes(const Value* keys, const Value* pair_keys, std::size_t pairs) {
+  static_assert(sizeof(Value) == 16);
+#if defined(__SSE2__)
+  auto key_equal = [&](std::size_t i) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair_keys + 2 * i));
+    return _mm_cmpeq_epi8(a, b);
+  };
+  // Two keys a step (a loop's overhead is most of a key's compare), the odd one first.
+  __m128i equal = pairs % 2 ? key_equal(0) : _mm_set1_epi8(-1);
+  for (std::size_t i = pairs % 2; i < pairs; i += 2)
+    equal = _mm_and_si128(equal, _mm_and_si128(key_equal(i), key_equal(i + 1)));
+  return _mm_movemask_epi8(equal) == 0xffff;
+#else
+  std::uint64_t differ = 0;
+  for (std::size_t i = 0; i < pairs; ++i) {
+    std::uint64_t a[2], b[2];
+    std::memcpy(a, keys + i, 16);
+    std::memcpy(b, pair_keys + 2 * i, 16);
+    differ |= (a[0] ^ b[0]) | (a[1] ^ b[1]);
+  }
+  return differ == 0;
+#endif
+}
+}  // namespace
+
 // A key array remembered by remember_key_array() that holds the keys of the pairs at
 // stack_[first, first + 2 * pairs), or nullptr. Keys are compared by their 16 bytes: equal bytes
 // are the same key (a memoized key is copied with its padding, so the keys of one writer compare
-// equal; any other difference only means no sharing). All of an array's keys are compared, without
-// a branch per key: arrays of the right size almost always match.
+// equal; any other difference only means no sharing).
 const Value* Machine::recent_key_array(std::size_t first, std::size_t pairs) {
-  static_assert(sizeof(Value) == 16);
   const Value* const pair_keys = &stack_[first];
   for (RecentKeys& recent : recent_keys_) {
-    if (recent.size != pairs) continue;
-    auto key_equal = [&](std::size_t i) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(recent.keys + i));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair_keys + 2 * i));
-      return _mm_cmpeq_epi8(a, b);
-    };
-    // Two keys a step (a loop's overhead is most of a key's compare), the odd one first.
-    __m128i equal = pairs % 2 ? key_equal(0) : _mm_set1_epi8(-1);
-    for (std::size_t i = pairs % 2; i < pairs; i += 2)
-      equal = _mm_and_si128(equal, _mm_and_si128(key_equal(i), key_equal(i + 1)));
-    if (_mm_movemask_epi8(equal) != 0xffff) continue;
+    if (recent.size != pairs || !same_key_bytes(recent.keys, pair_keys, pairs)) continue;
     if (&recent != &recent_keys_[0]) std::swap(recent_keys_[0], recent);  // the last used first
     return recent_keys_[0].keys;
   }
