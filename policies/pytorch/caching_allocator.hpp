@@ -193,6 +193,12 @@ class CachingAllocator {
                                                              BlockPool::UnmappedSet::iterator& at);
   NodeId create_expandable_segment(StreamId stream, BlockPool& pool, std::optional<Addr> at);
   NodeId map_block(NodeId id, BlockPool::UnmappedSet::iterator filed, Bytes size, Request& r);
+  // The bookkeeping of `mapped` bytes of pages the device just mapped into a pool (§7.2).
+  void count_mapped_pages(PoolKind pool, Bytes mapped) {
+    total_ += mapped;
+    stats_.reserved_bytes.increase(pool, mapped);
+    ++stats_.num_device_alloc;  // per map call, not per page
+  }
   bool alloc_expandable_block(Request& r);  // alloc_block's pages, into r.block
   // alloc_expandable_block but for the usual growth (grow_free_tail): out of line, so that the
   // usual growth keeps no registers for it.

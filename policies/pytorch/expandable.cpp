@@ -96,9 +96,7 @@ NodeId CachingAllocator::map_block(NodeId id, BlockPool::UnmappedSet::iterator f
   // One cuMemCreate per page of the segment's size (README "Device time").
   if (!device_.map(nodes_[id].addr, mapped, seg.page)) return kNil;  // a failed map leaves nothing behind
   BlockPool& pool = pool_of(nodes_[id].pool);
-  total_ += mapped;
-  stats_.reserved_bytes.increase(pool.kind, mapped);
-  ++stats_.num_device_alloc;  // per map call, not per page
+  count_mapped_pages(pool.kind, mapped);
   const bool whole = mapped == nodes_[id].size;
   const NodeId below = nodes_[id].prev;
   if (!whole && below != kNil && nodes_[below].reusable() && nodes_[below].mapped) {
@@ -160,9 +158,7 @@ NodeId CachingAllocator::grow_free_tail(NodeId below, NodeId u, Request& r) {
   if (mapped == unmapped.size) return kUnusual;
   if (!device_.map(unmapped.addr, mapped, page)) return kNil;
   BlockPool& pool = *r.pool;
-  total_ += mapped;
-  stats_.reserved_bytes.increase(pool.kind, mapped);
-  ++stats_.num_device_alloc;  // per map call, not per page
+  count_mapped_pages(pool.kind, mapped);
   Node& grown = nodes_[below];
   nodes_[u].addr += mapped;
   nodes_[u].size -= mapped;
