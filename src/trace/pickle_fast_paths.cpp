@@ -400,92 +400,91 @@ template <bool kStreamed>
     // pair (a key fetched by a GET) is not tested for it.
     Value& v = values[n];
   value:
-    switch (*q) {
-      case MEMOIZE:
-        if (q[1] == MEMOIZE) return give_up();  // memoized twice: the checked path
-        *memo_top++ = key_array[n];
-        ++q;
-        goto value;
-      case BINGET:
-      case LONG_BINGET: {
-        const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
-        if (index >= static_cast<std::size_t>(memo_top - memo)) return give_up();
-        v = memo[index];
-        // A shared frames list: skipped, so only under the skip key.
-        if (v.kind == Kind::Skipped && !is_skip_key(key_array[n])) return give_up();
-        q += kGetLength[*q];
-        break;
-      }
-      case SHORT_BINUNICODE: {
-        const std::size_t length = q[1];
-        if (static_cast<std::size_t>(end - q) < 2 + length + 1 || utf8_error_offset(q + 2, length) != length)
-          return give_up();
-        v = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
-        q += 2 + length;
-        // A str is the one value a writer memoizes (CPython: a new str); any other value followed
-        // by MEMOIZE is handed over at it, as an opcode this path does not take as a key.
-        if (*q == MEMOIZE) {
-          *memo_top++ = v;
+    // The four usual values (a GET, LONG1, BININT, BININT1: all but the frames of a trace entry)
+    // are tested for before the switch. Which one comes follows from the pairs before it, which
+    // the predictors of these conditional branches learn; the switch's one indirect jump to every
+    // case was mispredicted on most pairs (a predictor keyed by its last target sees them cycle).
+    if ((*q | 2) == LONG_BINGET) {  // BINGET or LONG_BINGET
+      const std::size_t index = *q == BINGET ? q[1] : load_le<std::uint32_t>(q + 1);
+      if (index >= static_cast<std::size_t>(memo_top - memo)) return give_up();
+      v = memo[index];
+      // A shared frames list: skipped, so only under the skip key.
+      if (v.kind == Kind::Skipped && !is_skip_key(key_array[n])) return give_up();
+      q += kGetLength[*q];
+    } else if (*q == LONG1) {
+      const std::size_t length = q[1];
+      if (length - 1 >= 8) return give_up();
+      const unsigned shift = static_cast<unsigned>(64 - 8 * length);
+      v = make_int(static_cast<std::int64_t>(load_le<std::uint64_t>(q + 2) << shift) >> shift);
+      q += 2 + length;
+    } else if (*q == BININT) {
+      v = make_int(load_le<std::int32_t>(q + 1));
+      q += 5;
+    } else if (*q == BININT1) {
+      v = make_int(q[1]);
+      q += 2;
+    } else {
+      switch (*q) {
+        case MEMOIZE:
+          if (q[1] == MEMOIZE) return give_up();  // memoized twice: the checked path
+          *memo_top++ = key_array[n];
           ++q;
-        }
-        break;
-      }
-      case BININT1:
-        v = make_int(q[1]);
-        q += 2;
-        break;
-      case BININT2:
-        v = make_int(load_le<std::uint16_t>(q + 1));
-        q += 3;
-        break;
-      case BININT:
-        v = make_int(load_le<std::int32_t>(q + 1));
-        q += 5;
-        break;
-      case LONG1: {
-        const std::size_t length = q[1];
-        if (length - 1 >= 8) return give_up();
-        const unsigned shift = static_cast<unsigned>(64 - 8 * length);
-        v = make_int(static_cast<std::int64_t>(load_le<std::uint64_t>(q + 2) << shift) >> shift);
-        q += 2 + length;
-        break;
-      }
-      case NONE:
-        v = Value{};
-        ++q;
-        break;
-      case NEWTRUE:
-      case NEWFALSE:
-        v = Value{};
-        v.kind = Kind::Bool;
-        v.boolean = *q == NEWTRUE;
-        ++q;
-        break;
-      case EMPTY_LIST:
-        // Only the skip key's value: a list of frames, skipped.
-        if (!is_skip_key(key_array[n])) return hand_over(true);  // a list of dicts (a segment's blocks)
-        v = skipped(Kind::List);
-        ++q;
-        if (*q == MEMOIZE) {
-          *memo_top++ = v;
-          ++q;
-        }
-        if (*q == MARK) {
-          memo_.set_top(memo_top);  // the GETs may name the slots added here
-          memo_count_ = memo_.size();
-          const unsigned char* run_end = valid_get_run_end(q + 1);
-          if (run_end == end) return give_up();
-          if (*run_end != APPENDS) {
-            // A bad GET: the checked path reports it. Else a frame dict not seen before, or a FRAME.
-            if (kGetLength[*run_end] != 0) return give_up();
-            return hand_over(true, run_end);  // with the list, its MARK and its GETs' values
+          goto value;
+        case SHORT_BINUNICODE: {
+          const std::size_t length = q[1];
+          if (static_cast<std::size_t>(end - q) < 2 + length + 1 || utf8_error_offset(q + 2, length) != length)
+            return give_up();
+          v = make_text(Kind::Str, reinterpret_cast<const char*>(q + 2), static_cast<std::uint32_t>(length));
+          q += 2 + length;
+          // A str is the one value a writer memoizes (CPython: a new str); any other value followed
+          // by MEMOIZE is handed over at it, as an opcode this path does not take as a key.
+          if (*q == MEMOIZE) {
+            *memo_top++ = v;
+            ++q;
           }
-          q = run_end + 1;
+          break;
         }
-        ++n;
-        continue;
-      default:
-        return hand_over(true);
+        case BININT2:
+          v = make_int(load_le<std::uint16_t>(q + 1));
+          q += 3;
+          break;
+        case NONE:
+          v = Value{};
+          ++q;
+          break;
+        case NEWTRUE:
+        case NEWFALSE:
+          v = Value{};
+          v.kind = Kind::Bool;
+          v.boolean = *q == NEWTRUE;
+          ++q;
+          break;
+        case EMPTY_LIST:
+          // Only the skip key's value: a list of frames, skipped.
+          if (!is_skip_key(key_array[n])) return hand_over(true);  // a list of dicts (a segment's blocks)
+          v = skipped(Kind::List);
+          ++q;
+          if (*q == MEMOIZE) {
+            *memo_top++ = v;
+            ++q;
+          }
+          if (*q == MARK) {
+            memo_.set_top(memo_top);  // the GETs may name the slots added here
+            memo_count_ = memo_.size();
+            const unsigned char* run_end = valid_get_run_end(q + 1);
+            if (run_end == end) return give_up();
+            if (*run_end != APPENDS) {
+              // A bad GET: the checked path reports it. Else a frame dict not seen before, or a FRAME.
+              if (kGetLength[*run_end] != 0) return give_up();
+              return hand_over(true, run_end);  // with the list, its MARK and its GETs' values
+            }
+            q = run_end + 1;
+          }
+          ++n;
+          continue;
+        default:
+          return hand_over(true);
+      }
     }
     ++n;
   }
