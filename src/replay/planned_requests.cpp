@@ -2,6 +2,7 @@
 #include "fraglab/planned_requests.hpp"
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "fraglab/id_index.hpp"
@@ -9,12 +10,62 @@
 namespace fraglab {
 namespace {
 
-// Allocation ids -> index in the requests of the live allocation with that id: a table by id
-// when the largest id is at most a few times the number of allocations (fraglab/id_index.hpp),
-// else every id hashed. `allocs` comes back as the number of requests.
-IdIndex live_index(const Trace& trace, std::size_t& allocs) {
+constexpr std::size_t kNone = IdIndex::kNone;
+
+// The requests, with `live` the map from an allocation id to the index of its live request
+// (set(id, index), take(id) -> index or kNone). The events through a span and the requests'
+// count in a local: the vectors' size() would be a division each (events are 56 bytes, requests
+// 48); and the map lives in a local object, since members would be reloaded after every store to
+// a request.
+template <typename LiveMap>
+void collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& requests) {
+  const std::uint64_t never = trace.events.size() + 1;
+  std::size_t next = 0;  // requests.size()
+  for (const InitialAllocation& a : trace.initial.allocations) {
+    live.set(a.id, next++);
+    requests.push_back({0, never, a.requested, a.stream, kNoString, a.id});
+  }
+  const std::span<const Event> events = trace.events;
+  for (std::uint64_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (e.op == Op::Alloc) {
+      live.set(e.id, next++);
+      requests.push_back({i + 1, never, e.size, e.stream, e.tag, e.id});
+    } else if (e.op == Op::Free || e.op == Op::FreeCompleted) {
+      const std::size_t index = live.take(e.id);
+      if (index == kNone) continue;  // validate_trace() rules this out for loaded traces
+      requests.data()[index].end = i + 1;
+    }
+  }
+}
+
+// Allocation ids -> index of the live request, by a table indexed by id: traces number their
+// allocations densely (fraglab/id_index.hpp), so every id is below the table's size.
+class DenseLive {
+ public:
+  explicit DenseLive(AllocId largest) : table_(largest + 1, kNone), slots_(table_.data()), largest_(largest) {}
+  void set(AllocId id, std::size_t index) { slots_[id] = index; }  // (id <= largest: an alloc's)
+  std::size_t take(AllocId id) {
+    if (id > largest_) [[unlikely]]
+      return kNone;  // a free of no allocation
+    const std::size_t index = slots_[id];
+    slots_[id] = kNone;
+    return index;
+  }
+
+ private:
+  std::vector<std::size_t> table_;
+  std::size_t* slots_;  // table_.data(), in the object the loop keeps in registers
+  AllocId largest_;
+};
+
+}  // namespace
+
+std::vector<PlannedRequest> planned_requests(const Trace& trace) {
+  // The number of requests (so that the vector is reserved exactly: a guess too small would copy
+  // them all once more) and the largest id (a table by id when it is at most a few times that).
   AllocId largest = 0;
-  allocs = trace.initial.allocations.size();
+  std::size_t allocs = trace.initial.allocations.size();
   for (const InitialAllocation& a : trace.initial.allocations) largest = std::max(largest, a.id);
   for (const Event& e : trace.events) {
     if (e.op == Op::Alloc) {
@@ -22,34 +73,14 @@ IdIndex live_index(const Trace& trace, std::size_t& allocs) {
       ++allocs;
     }
   }
-  const bool dense = largest < 4 * allocs + 1024;
-  IdIndex index(dense ? largest + 1 : 0);
-  if (dense) index.reserve_table(largest + 1);
-  return index;
-}
-
-}  // namespace
-
-std::vector<PlannedRequest> planned_requests(const Trace& trace) {
-  std::size_t allocs = 0;
-  IdIndex live = live_index(trace, allocs);
   std::vector<PlannedRequest> requests;
-  requests.reserve(allocs);  // (exactly: a guess too small would copy them all once more)
-  const std::uint64_t never = trace.events.size() + 1;
-  for (const InitialAllocation& a : trace.initial.allocations) {
-    live.set(a.id, requests.size());
-    requests.push_back({0, never, a.requested, a.stream, kNoString, a.id});
-  }
-  for (std::uint64_t i = 0; i < trace.events.size(); ++i) {
-    const Event& e = trace.events[i];
-    if (e.op == Op::Alloc) {
-      live.set(e.id, requests.size());
-      requests.push_back({i + 1, never, e.size, e.stream, e.tag, e.id});
-    } else if (e.op == Op::Free || e.op == Op::FreeCompleted) {
-      const std::size_t index = live.take(e.id);
-      if (index == IdIndex::kNone) continue;  // validate_trace() rules this out for loaded traces
-      requests[index].end = i + 1;
-    }
+  requests.reserve(allocs);
+  if (largest < 4 * allocs + 1024) {
+    DenseLive live(largest);
+    collect(trace, live, requests);
+  } else {
+    IdIndex live(0);  // every id hashed
+    collect(trace, live, requests);
   }
   return requests;
 }
