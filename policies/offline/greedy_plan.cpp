@@ -190,10 +190,9 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
     const std::uint32_t k = order[n];
     const auto [first_slot, last_slot] = slot_ranges[n];
     const Bytes size = plan.sizes[k];
-    const Bytes offset = index.best_fit(first_slot, last_slot, size);
+    const Bytes offset = index.place(first_slot, last_slot, size);
     plan.offsets[k] = offset;
     plan.heap_size = std::max(plan.heap_size, offset + size);
-    index.insert(first_slot, last_slot, OffsetRun{offset, offset + size});
   }
   plan.lower_bound = most_bytes_live(slot_ranges, order, plan.sizes, slots.slots);
   return plan;

@@ -106,6 +106,21 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
   if (inserts_ == std::numeric_limits<std::uint32_t>::max()) {
     throw std::length_error("offline: more inserts than the occupancy index counts (2^32)");
   }
+  record_insert(first, last, taken);
+}
+
+Bytes OccupancyIndex::place(std::uint32_t first, std::uint32_t last, Bytes size) {
+  const Bytes offset = find_best_fit(first, last, size);  // (checks the range)
+  if (size != 0) {
+    if (inserts_ == std::numeric_limits<std::uint32_t>::max()) {
+      throw std::length_error("offline: more inserts than the occupancy index counts (2^32)");
+    }
+    record_insert(first, last, OffsetRun{offset, offset + size});
+  }
+  return offset;
+}
+
+inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
   ++inserts_;
   if (!queries_.empty()) {
     insert_log_.push_back(LoggedInsert{first, last, taken});
@@ -204,6 +219,10 @@ std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::ui
 }
 
 Bytes OccupancyIndex::best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
+  return find_best_fit(first, last, size);
+}
+
+inline Bytes OccupancyIndex::find_best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
   if (!gather_parts(first, last))
     return best_fit_in(extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1), size);
   // A kept answer is written out for the queries that extend it; otherwise the last merge only

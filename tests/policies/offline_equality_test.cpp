@@ -327,5 +327,34 @@ TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
   }
 }
 
+// place() is best_fit() then insert() of the run it picked: two indexes told the same queries,
+// one driven each way over random slot ranges and sizes, pick the same offsets.
+TEST(OfflinePlanEquality, PlaceIsBestFitThenInsert) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    const auto slots = static_cast<std::uint32_t>(1 + rng.below(70));
+    std::vector<offline::SlotRange> queries;
+    for (int q = 0; q < 400; ++q) {
+      const bool recent = !queries.empty() && rng.below(4) == 0;  // some repeat a recent range
+      if (recent) {
+        queries.push_back(queries[queries.size() - 1 - rng.below(std::min<std::size_t>(queries.size(), 5))]);
+        continue;
+      }
+      const auto first = static_cast<std::uint32_t>(rng.below(slots));
+      const auto length = static_cast<std::uint32_t>(1 + rng.below(rng.below(3) == 0 ? slots - first : 2));
+      queries.push_back({first, std::min(slots, first + length)});
+    }
+    offline::OccupancyIndex placed(slots, queries);
+    offline::OccupancyIndex separate(slots, queries);
+    for (const offline::SlotRange& query : queries) {
+      const Bytes size = 512 * (1 + rng.below(8));
+      const Bytes offset = separate.best_fit(query.first, query.last, size);
+      separate.insert(query.first, query.last, offline::OffsetRun{offset, offset + size});
+      ASSERT_EQ(placed.place(query.first, query.last, size), offset)
+          << "seed " << seed << ", query " << &query - queries.data();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fraglab::test
