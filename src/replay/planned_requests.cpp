@@ -13,10 +13,10 @@ namespace {
 constexpr std::size_t kNone = IdIndex::kNone;
 
 // The requests, with `live` the map from an allocation id to the index of its live request
-// (set(id, index), take(id) -> index or kNone). The events through a span and the requests'
-// count in a local: the vectors' size() would be a division each (events are 56 bytes, requests
-// 48); and the map lives in a local object, since members would be reloaded after every store to
-// a request.
+// (set(id, index); take(id, requests so far) -> index or kNone). The events go through a span and
+// the requests' count is a local: the vectors' size() would be a division each (events are 56
+// bytes, requests 48); and the map lives in a local object, since members would be reloaded
+// after every store to a request.
 template <typename LiveMap>
 void collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& requests) {
   const std::uint64_t never = trace.events.size() + 1;
@@ -32,7 +32,7 @@ void collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& req
       live.set(e.id, next++);
       requests.push_back({i + 1, never, e.size, e.stream, e.tag, e.id});
     } else if (e.op == Op::Free || e.op == Op::FreeCompleted) {
-      const std::size_t index = live.take(e.id);
+      const std::size_t index = live.take(e.id, next);
       if (index == kNone) continue;  // validate_trace() rules this out for loaded traces
       requests.data()[index].end = i + 1;
     }
@@ -45,7 +45,7 @@ class DenseLive {
  public:
   explicit DenseLive(AllocId largest) : table_(largest + 1, kNone), slots_(table_.data()), largest_(largest) {}
   void set(AllocId id, std::size_t index) { slots_[id] = index; }  // (id <= largest: an alloc's)
-  std::size_t take(AllocId id) {
+  std::size_t take(AllocId id, std::size_t /*requests_so_far*/) {
     if (id > largest_) [[unlikely]]
       return kNone;  // a free of no allocation
     const std::size_t index = slots_[id];
@@ -59,27 +59,70 @@ class DenseLive {
   AllocId largest_;
 };
 
+// Allocation ids that count the requests from the first one's id (the trace readers and gen
+// number the allocations 1, 2, ...): the index is the id minus that, with no map at all. The
+// request of an id is live until its end is set.
+class IdCountsRequests {
+ public:
+  IdCountsRequests(const std::vector<PlannedRequest>& requests, AllocId first_id, std::uint64_t never)
+      : requests_(requests), first_id_(first_id), never_(never) {}
+  void set(AllocId /*id*/, std::size_t /*index*/) {}
+  std::size_t take(AllocId id, std::size_t requests_so_far) const {
+    const std::size_t index = id - first_id_;  // (an id below the first wraps to a large index)
+    if (index >= requests_so_far || requests_.data()[index].end != never_) [[unlikely]] {
+      return kNone;  // a free of no allocation yet, or of one freed already
+    }
+    return index;
+  }
+
+ private:
+  const std::vector<PlannedRequest>& requests_;
+  AllocId first_id_;
+  std::uint64_t never_;
+};
+
+// The hashed map, for ids far above the number of allocations.
+struct HashedLive {
+  IdIndex index{0};  // (dense limit 0: every id hashed)
+  void set(AllocId id, std::size_t k) { index.set(id, k); }
+  std::size_t take(AllocId id, std::size_t /*requests_so_far*/) { return index.take(id); }
+};
+
 }  // namespace
 
 std::vector<PlannedRequest> planned_requests(const Trace& trace) {
   // The number of requests (so that the vector is reserved exactly: a guess too small would copy
-  // them all once more) and the largest id (a table by id when it is at most a few times that).
+  // them all once more), the largest id (a table by id when it is at most a few times that) and
+  // whether the ids count the requests from the first id (then no map is needed).
+  AllocId first_id = 0;  // the first request's id
+  if (!trace.initial.allocations.empty()) {
+    first_id = trace.initial.allocations.front().id;
+  } else {
+    const auto alloc =
+        std::find_if(trace.events.begin(), trace.events.end(), [](const Event& e) { return e.op == Op::Alloc; });
+    if (alloc != trace.events.end()) first_id = alloc->id;
+  }
   AllocId largest = 0;
-  std::size_t allocs = trace.initial.allocations.size();
-  for (const InitialAllocation& a : trace.initial.allocations) largest = std::max(largest, a.id);
+  std::size_t allocs = 0;
+  bool ids_count = true;
+  const auto note = [&](AllocId id) {
+    ids_count &= id == first_id + allocs++;
+    largest = std::max(largest, id);
+  };
+  for (const InitialAllocation& a : trace.initial.allocations) note(a.id);
   for (const Event& e : trace.events) {
-    if (e.op == Op::Alloc) {
-      largest = std::max(largest, e.id);
-      ++allocs;
-    }
+    if (e.op == Op::Alloc) note(e.id);
   }
   std::vector<PlannedRequest> requests;
   requests.reserve(allocs);
-  if (largest < 4 * allocs + 1024) {
+  if (ids_count) {
+    IdCountsRequests live(requests, first_id, trace.events.size() + 1);
+    collect(trace, live, requests);
+  } else if (largest < 4 * allocs + 1024) {
     DenseLive live(largest);
     collect(trace, live, requests);
   } else {
-    IdIndex live(0);  // every id hashed
+    HashedLive live;
     collect(trace, live, requests);
   }
   return requests;

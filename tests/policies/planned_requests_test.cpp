@@ -45,5 +45,46 @@ TEST(PlannedRequests, DenseIdsGiveTheHandDerivedIntervals) { expect_intervals(0,
 
 TEST(PlannedRequests, SparseIdsGiveTheSameIntervals) { expect_intervals(5'000'000'000ull, 17, 123'456'789ull); }
 
+// Ids that count the allocations from the first one's (as the readers and gen number them) are
+// looked up without a map: the same intervals as with the same trace's ids made sparse (hashed),
+// including a free before its allocation, a second free of an id, a free of an id below the
+// first, and initial allocations.
+TEST(PlannedRequests, CountingIdsGiveTheSameIntervalsAsSparseIds) {
+  for (const AllocId first : {AllocId{0}, AllocId{1}, AllocId{1000}}) {
+    const auto build = [&](auto id_of) {  // id_of(k): the id of the k-th allocation
+      Trace t = make_trace({
+          free_of(id_of(3)),                                    // before allocation 3: ignored
+          alloc(id_of(2), 100),                                 // request 2 (after two initial ones)
+          alloc(id_of(3), 200),                                 // request 3
+          free_of(id_of(2)),                                    // ends 2
+          with_op(Op::FreeCompleted, id_of(2)),                 // freed already: ignored
+          free_of(id_of(0)),                                    // ends initial request 0
+          with_op(Op::Free, first == 0 ? 999'999 : first - 1),  // below the first (or no) id: ignored
+          alloc(id_of(4), 300),                                 // request 4, never freed
+      });
+      for (std::size_t k = 0; k < 2; ++k) {
+        InitialAllocation a;
+        a.id = id_of(k);
+        a.requested = 10 * (k + 1);
+        t.initial.allocations.push_back(a);
+      }
+      return planned_requests(t);
+    };
+    const std::vector<PlannedRequest> counting = build([&](std::size_t k) { return first + k; });
+    const std::vector<PlannedRequest> sparse = build([](std::size_t k) { return 5'000'000'000ull * (k + 1); });
+    ASSERT_EQ(counting.size(), 5u);
+    ASSERT_EQ(sparse.size(), 5u);
+    for (std::size_t k = 0; k < counting.size(); ++k) {
+      EXPECT_EQ(counting[k].begin, sparse[k].begin) << "first id " << first << ", request " << k;
+      EXPECT_EQ(counting[k].end, sparse[k].end) << "first id " << first << ", request " << k;
+      EXPECT_EQ(counting[k].size, sparse[k].size) << "first id " << first << ", request " << k;
+      EXPECT_EQ(counting[k].id, first + k);
+    }
+    EXPECT_EQ(counting[0].end, 6u);  // freed by event 5
+    EXPECT_EQ(counting[1].end, 9u);  // never: events + 1
+    EXPECT_EQ(counting[2].end, 4u);  // event 3
+  }
+}
+
 }  // namespace
 }  // namespace fraglab::test
