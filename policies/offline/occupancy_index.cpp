@@ -264,13 +264,12 @@ inline bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last
     }
   }
   // Own: the first leaf's ancestors, through the deepest cover, then the uncached ones below it.
-  std::uint32_t changed = 0;
   // (The walk starts at the highest ancestor whose slots all lie below slots_: the bits above the
   // highest where `first` and slots_ differ are shared, and there slots_ has a 1 and `first` a 0.
   // A node above spans slots past the last, so no range covers it: its own set and cover stay
   // empty, and so do its ancestors'.)
   const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
-  const NodeId deepest = refresh_covers(first_leaf, 1, top + 1, changed);
+  const NodeId deepest = refresh_covers(first_leaf, 1, top + 1);
   if (deepest != 0) add_part(covers_[deepest].runs);
   add_uncached_own(first_leaf, 2, height_ + 1);  // (height 1 keeps no own set)
   return true;
@@ -292,20 +291,26 @@ void OccupancyIndex::add_uncached_own(NodeId leaf, std::uint32_t low, std::uint3
   }
 }
 
-OccupancyIndex::NodeId OccupancyIndex::refresh_covers(NodeId leaf, std::uint32_t low, std::uint32_t high,
-                                                      std::uint32_t& changed) {
-  NodeId v = 0;
-  std::uint32_t latest = changed;  // (a local stays in a register; the reference is reloaded after calls)
-  // (The bound in a local too: a member is reloaded after every call to rebuild_cover.)
+inline OccupancyIndex::NodeId OccupancyIndex::refresh_covers(NodeId leaf, std::uint32_t low, std::uint32_t high) {
+  // (The bound in a local: a member is reloaded after every call to rebuild_cover.)
   const std::uint32_t lowest = std::max(low, lowest_cached_height_);
-  for (std::uint32_t height = high; height > lowest;) {
-    v = leaf >> --height;
+  if (high <= lowest) return 0;
+  // The path is walked from the highest node whose own set changed after the deepest cover was
+  // built: at that build every cover on the path was made fresh, and nothing above has changed
+  // since, so the covers there are still fresh and none below is stale because of them. Finding
+  // it compares each node with one number; the walk below keeps the latest change and checks each
+  // node's cover against it.
+  const std::uint32_t deepest_built = cover_ages_[leaf >> lowest].built_at;
+  std::uint32_t height = high;
+  while (height > lowest && cover_ages_[leaf >> (height - 1)].own_changed_at <= deepest_built) --height;
+  std::uint32_t latest = 0;  // the latest own-set change on the path from `height` down
+  for (; height > lowest;) {
+    const NodeId v = leaf >> --height;
     const CoverAge age = cover_ages_[v];
     latest = std::max(latest, age.own_changed_at);
     if (age.built_at < latest) rebuild_cover(v);  // (before any insert: empty, as built)
   }
-  changed = latest;
-  return v;
+  return leaf >> lowest;
 }
 
 void OccupancyIndex::rebuild_cover(NodeId v) {

@@ -136,10 +136,11 @@ TEST(OfflinePlanEquality, NestedAndIdenticalLifetimesMatchTheDefinition) {
   }
 }
 
-// The index alone, with no queries announced (every set kept) and with them announced, on random
-// slot ranges of every length from many first slots: every answer is the union of the runs
-// inserted so far whose slot ranges meet the query's (a range meets another iff one holds the
-// other's first slot, which the index relies on).
+// The index alone, with no queries announced (every set kept) and with them announced, with the
+// default covers and with covers only near the root, on random slot ranges of every length from
+// many first slots (most of them one slot long, between inserts over random ranges): every answer is the union of the
+// runs inserted so far whose slot ranges meet the query's (a range meets another iff one holds the other's first slot,
+// which the index relies on).
 TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Rng rng(seed);
@@ -150,9 +151,14 @@ TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
       const std::uint64_t room = slots - first;
       queries.push_back({first, static_cast<std::uint32_t>(first + 1 + (rng.below(4) == 0 ? rng.below(room) : 0))});
     }
-    for (const bool announced : {false, true}) {
+    // Covers down to height 2 (the default on these trees) and only on the top 3 levels, with
+    // own sets read one by one below them.
+    for (const auto& [announced, cached_depth] :
+         {std::pair{false, offline::OccupancyIndex::kDefaultCachedDepth},
+          std::pair{true, offline::OccupancyIndex::kDefaultCachedDepth}, std::pair{false, 2u}, std::pair{true, 2u}}) {
       offline::OccupancyIndex index =
-          announced ? offline::OccupancyIndex(slots, queries) : offline::OccupancyIndex(slots);
+          announced ? offline::OccupancyIndex(slots, queries, cached_depth)
+                    : offline::OccupancyIndex(slots, std::span<const offline::SlotRange>{}, cached_depth);
       std::vector<std::pair<offline::SlotRange, offline::OffsetRun>> inserted;
       for (const offline::SlotRange& query : queries) {
         std::vector<std::pair<Bytes, Bytes>> runs;
@@ -170,8 +176,8 @@ TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
         }
         std::vector<std::pair<Bytes, Bytes>> answer;
         for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) answer.emplace_back(r.begin, r.end);
-        ASSERT_EQ(answer, expected) << "seed " << seed << ", announced " << announced << ", query "
-                                    << &query - queries.data();
+        ASSERT_EQ(answer, expected) << "seed " << seed << ", announced " << announced << ", cached depth "
+                                    << cached_depth << ", query " << &query - queries.data();
         // The request's own run, over its own range, then one over a random range.
         const Bytes begin = rng.below(200) * 8;
         const offline::OffsetRun run{begin, begin + 8 * (1 + rng.below(6))};
