@@ -214,7 +214,8 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
 // ---- query ------------------------------------------------------------------------------------
 
 std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::uint32_t last) {
-  if (!gather_parts(first, last)) return extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1);
+  if (!admit(first, last)) return extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1);
+  collect_parts(first, last);
   return unite_and_keep();
 }
 
@@ -223,11 +224,15 @@ Bytes OccupancyIndex::best_fit(std::uint32_t first, std::uint32_t last, Bytes si
 }
 
 inline Bytes OccupancyIndex::find_best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
-  if (!gather_parts(first, last))
-    return best_fit_in(extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1), size);
+  if (!admit(first, last)) return best_fit_in(extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1), size);
   // A kept answer is written out for the queries that extend it; otherwise the last merge only
   // looks for the gaps (best_fit_in_union).
-  if (!queries_.empty() && keeps_[queries_done_ - 1]) return best_fit_in(unite_and_keep(), size);
+  const auto kept = [&] { return !queries_.empty() && keeps_[queries_done_ - 1]; };
+  if (last - first <= 2 && !kept()) {
+    return short_best_fit(first, last, size);
+  }
+  collect_parts(first, last);
+  if (kept()) return best_fit_in(unite_and_keep(), size);
   if (parts_.size() <= 1)
     return best_fit_in(parts_.empty() ? std::span<const OffsetRun>{} : sets_.runs(parts_[0]), size);
   const RunSet largest = largest_part_last();
@@ -235,7 +240,49 @@ inline Bytes OccupancyIndex::find_best_fit(std::uint32_t first, std::uint32_t la
   return best_fit_in_union(merge_parts(), sets_.runs(largest), size);
 }
 
-inline bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last) {
+inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
+  // The parts collect_parts would gather: the first leaf's set, the second leaf's (a begin set of
+  // the range), the uncached own sets on the path, and the deepest cover, which is kept apart.
+  const NodeId first_leaf = leaves_ + first;
+  const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
+  const NodeId deepest = refresh_covers(first_leaf, 1, top + 1);
+  const RunSet cover = deepest != 0 ? covers_[deepest].runs : RunSet{};
+  if (lowest_cached_height_ <= kLowestCachedHeight) {  // no uncached own sets: at most two leaf sets
+    RunSet a = nodes_[first_leaf].own;
+    RunSet b = last - first == 2 ? nodes_[first_leaf + 1].own : RunSet{};
+    if (a.empty()) std::swap(a, b);
+    if (a.empty()) return best_fit_in(sets_.runs(cover), size);
+    if (b.empty()) return best_fit_in_union(sets_.runs(a), sets_.runs(cover), size);
+    std::vector<OffsetRun>& merged = scratch_[0];
+    if (merged.size() < std::size_t{a.size} + b.size) merged.resize(2 * (std::size_t{a.size} + b.size));
+    const std::size_t runs = merge_union(sets_.runs(a), sets_.runs(b), merged.data());
+    return best_fit_in_union({merged.data(), runs}, sets_.runs(cover), size);
+  }
+  parts_.clear();
+  add_part(nodes_[first_leaf].own);
+  if (last - first == 2) add_part(nodes_[first_leaf + 1].own);
+  add_uncached_own(first_leaf, 2, height_ + 1);
+  switch (parts_.size()) {
+    case 0:
+      return best_fit_in(sets_.runs(cover), size);
+    case 1:
+      return best_fit_in_union(sets_.runs(parts_[0]), sets_.runs(cover), size);
+    case 2: {  // (the two written out, a few runs, then scanned with the cover)
+      std::vector<OffsetRun>& merged = scratch_[0];
+      if (merged.size() < parts_.runs()) merged.resize(2 * parts_.runs());
+      const std::size_t runs = merge_union(sets_.runs(parts_[0]), sets_.runs(parts_[1]), merged.data());
+      return best_fit_in_union({merged.data(), runs}, sets_.runs(cover), size);
+    }
+    default: {
+      add_part(cover);
+      const RunSet largest = largest_part_last();
+      parts_.pop_back();
+      return best_fit_in_union(merge_parts(), sets_.runs(largest), size);
+    }
+  }
+}
+
+inline bool OccupancyIndex::admit(std::uint32_t first, std::uint32_t last) {
   if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
   if (!queries_.empty()) {
     if (queries_done_ >= queries_.size() || queries_[queries_done_].first != first ||
@@ -249,6 +296,10 @@ inline bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last
     store_pending();  // (before the count: the sets this query reads are read later until then)
     ++queries_done_;
   }
+  return true;
+}
+
+inline void OccupancyIndex::collect_parts(std::uint32_t first, std::uint32_t last) {
   parts_.clear();
   // Begin: the first leaf's set, then the canonical nodes of (first, last).
   const NodeId first_leaf = leaves_ + first;
@@ -272,7 +323,6 @@ inline bool OccupancyIndex::gather_parts(std::uint32_t first, std::uint32_t last
   const NodeId deepest = refresh_covers(first_leaf, 1, top + 1);
   if (deepest != 0) add_part(covers_[deepest].runs);
   add_uncached_own(first_leaf, 2, height_ + 1);  // (height 1 keeps no own set)
-  return true;
 }
 
 std::span<const OffsetRun> OccupancyIndex::unite_and_keep() {

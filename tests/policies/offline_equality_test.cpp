@@ -138,9 +138,10 @@ TEST(OfflinePlanEquality, NestedAndIdenticalLifetimesMatchTheDefinition) {
 
 // The index alone, with no queries announced (every set kept) and with them announced, with the
 // default covers and with covers only near the root, on random slot ranges of every length from
-// many first slots (most of them one slot long, between inserts over random ranges): every answer is the union of the
-// runs inserted so far whose slot ranges meet the query's (a range meets another iff one holds the other's first slot,
-// which the index relies on).
+// many first slots (most of them one or two slots long, between inserts over random ranges),
+// answered by occupied() or best_fit() at random: every answer is the union of the runs inserted
+// so far whose slot ranges meet the query's (a range meets another iff one holds the other's
+// first slot, which the index relies on).
 TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Rng rng(seed);
@@ -149,7 +150,9 @@ TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
     for (int q = 0; q < 400; ++q) {
       const auto first = static_cast<std::uint32_t>(rng.below(slots));
       const std::uint64_t room = slots - first;
-      queries.push_back({first, static_cast<std::uint32_t>(first + 1 + (rng.below(4) == 0 ? rng.below(room) : 0))});
+      const std::uint64_t kind = rng.below(4);  // 0: any length, 1: two slots where there is room, else one
+      const std::uint64_t more = kind == 0 ? rng.below(room) : kind == 1 ? std::min<std::uint64_t>(1, room - 1) : 0;
+      queries.push_back({first, static_cast<std::uint32_t>(first + 1 + more)});
     }
     // Covers down to height 2 (the default on these trees) and only on the top 3 levels, with
     // own sets read one by one below them.
@@ -174,10 +177,30 @@ TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
             expected.emplace_back(begin, end);
           }
         }
-        std::vector<std::pair<Bytes, Bytes>> answer;
-        for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) answer.emplace_back(r.begin, r.end);
-        ASSERT_EQ(answer, expected) << "seed " << seed << ", announced " << announced << ", cached depth "
-                                    << cached_depth << ", query " << &query - queries.data();
+        if (rng.below(2) == 0) {  // best_fit: the smallest gap of the union that fits, else its top
+          const Bytes size = 8 * (1 + rng.below(6));
+          Bytes top = 0;
+          Bytes expected_offset = 0;
+          Bytes best_gap = 0;
+          for (const auto& [begin, end] : expected) {
+            if (begin - top >= size && (best_gap == 0 || begin - top < best_gap)) {
+              best_gap = begin - top;
+              expected_offset = top;
+            }
+            top = end;
+          }
+          if (best_gap == 0) expected_offset = top;
+          ASSERT_EQ(index.best_fit(query.first, query.last, size), expected_offset)
+              << "seed " << seed << ", announced " << announced << ", cached depth " << cached_depth << ", query "
+              << &query - queries.data();
+        } else {
+          std::vector<std::pair<Bytes, Bytes>> answer;
+          for (const offline::OffsetRun& r : index.occupied(query.first, query.last)) {
+            answer.emplace_back(r.begin, r.end);
+          }
+          ASSERT_EQ(answer, expected) << "seed " << seed << ", announced " << announced << ", cached depth "
+                                      << cached_depth << ", query " << &query - queries.data();
+        }
         // The request's own run, over its own range, then one over a random range.
         const Bytes begin = rng.below(200) * 8;
         const offline::OffsetRun run{begin, begin + 8 * (1 + rng.below(6))};
