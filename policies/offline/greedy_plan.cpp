@@ -154,22 +154,26 @@ SlotCounts count_slots(const std::vector<PlannedRequest>& requests, std::uint64_
 // bytes only grow at a begin, and from a begin to the slot of its run (the last begin before an
 // end) only begins come, so the most is reached at a slot: the most bytes whose slot ranges hold
 // one slot (the requests live at a slot's position are those whose ranges hold it).
-Bytes most_bytes_live(std::span<const SlotRange> slot_ranges, std::span<const std::uint32_t> order,
-                      const std::vector<Bytes>& sizes, std::uint32_t slots) {
-  std::vector<std::int64_t> change(std::size_t{slots} + 1, 0);  // bytes that go live (+) or end (-) at a slot
-  for (std::size_t n = 0; n < slot_ranges.size(); ++n) {
-    const auto bytes = static_cast<std::int64_t>(sizes[order[n]]);
-    change[slot_ranges[n].first] += bytes;
-    change[slot_ranges[n].last] -= bytes;
+class MostBytesLive {
+ public:
+  explicit MostBytesLive(std::uint32_t slots) : change_(std::size_t{slots} + 1, 0) {}
+  void add(SlotRange range, Bytes bytes) {
+    change_[range.first] += static_cast<std::int64_t>(bytes);
+    change_[range.last] -= static_cast<std::int64_t>(bytes);
   }
-  std::int64_t live = 0;
-  std::int64_t most = 0;
-  for (std::int64_t delta : change) {
-    live += delta;
-    most = std::max(most, live);
+  Bytes most() const {
+    std::int64_t live = 0;
+    std::int64_t most = 0;
+    for (std::int64_t delta : change_) {
+      live += delta;
+      most = std::max(most, live);
+    }
+    return static_cast<Bytes>(most);
   }
-  return static_cast<Bytes>(most);
-}
+
+ private:
+  std::vector<std::int64_t> change_;  // bytes that go live (+) or end (-) at a slot
+};
 
 }  // namespace
 
@@ -198,10 +202,14 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
   const std::unique_ptr<std::uint32_t[]> placement = placement_order(plan.sizes, requests, bounds);
   const std::span<const std::uint32_t> order(placement.get(), requests.size());
   // Each request's slots, in placement order: the index's queries, known before the first.
+  // The lower bound's changes per slot are noted in the same pass.
   std::vector<SlotRange> slot_ranges;
   slot_ranges.reserve(order.size());  // (filled in order: no zero-fill first)
+  MostBytesLive live(slots.slots);
   for (const std::uint32_t k : order) {
-    slot_ranges.push_back(SlotRange{slots.before[requests[k].begin], slots.before[requests[k].end]});
+    const SlotRange range{slots.before[requests[k].begin], slots.before[requests[k].end]};
+    slot_ranges.push_back(range);
+    live.add(range, plan.sizes[k]);
   }
 
   OccupancyIndex index(slots.slots, slot_ranges);
@@ -213,7 +221,7 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
     plan.offsets[k] = offset;
     plan.heap_size = std::max(plan.heap_size, offset + size);
   }
-  plan.lower_bound = most_bytes_live(slot_ranges, order, plan.sizes, slots.slots);
+  plan.lower_bound = live.most();
   return plan;
 }
 
