@@ -363,18 +363,23 @@ class SnapshotReader {
   void collect_segments();
   [[gnu::always_inline]] inline Entry decode_entry(const Value& e, std::size_t i);
   void emit_events(std::span<const Value> entries, Trace& trace);
-  // emit_events()'s walk, fed one entry at a time: the free_requested waiting for the entry after
-  // it (walk_entry()), and whether the events keep validate_trace()'s rules (events_proven()).
+  // emit_events()'s walk, fed one entry at a time: the free_requested event just made, which the
+  // entry after it may join (walk_entry()), and whether the events keep validate_trace()'s rules
+  // (events_proven()). Scalars only: keeping the free_requested's whole Entry until the next one
+  // came copied it with 16-byte loads right after decode_entry() had stored it field by field, a
+  // failed store-to-load forward on every free_requested (the hottest instruction of
+  // stream_entries() in a cpu-clock profile).
   struct EntryWalk {
-    Entry pending;
-    std::size_t pending_index = 0;
-    bool has_pending = false;
+    bool requested = false;  // the last entry was a free_requested: its event is the last one
+    Addr requested_addr = 0;
+    detail::AddressTable::Slot* requested_slot = nullptr;  // its address's (no get() since)
+    std::size_t requested_index = 0;                       // its entry index
+    const Value* requested_frames = nullptr;               // its stack, read once joined or not
     bool proven = true;
   };
   [[gnu::always_inline]] inline void walk_entry(EntryWalk& walk, const Entry& e, std::size_t i, Trace& trace);
   void finish_walk(EntryWalk& walk, Trace& trace);
-  [[gnu::always_inline]] inline bool emit_event(const Entry& e, std::size_t i, const Entry* next, Trace& trace,
-                                                bool& proven);
+  [[gnu::always_inline]] inline void emit_event(const Entry& e, std::size_t i, Trace& trace, EntryWalk& walk);
   void add_block_allocations();
   void rebuild_segments(Trace& trace) const;
   bool rebuild_whole_segments(Trace& trace) const;
@@ -773,47 +778,47 @@ void SnapshotReader::emit_events(std::span<const Value> entries, Trace& trace) {
   finish_walk(walk, trace);
 }
 
-// A free_requested waits for the entry after it: when that is the free_completed of the same
-// address, the two are one Free (§12.1, memory_viz's pairing). One emit_event() below, so that it
-// is inlined once (twice, its address table lookups stayed calls: ~40 instructions an entry).
+// A free_requested followed by the free_completed of the same address is one Free (§12.1,
+// memory_viz's pairing): the free_requested's event is made as it comes, and turned into the Free
+// when the next entry is that free_completed. The slot's free_requested flag it set then no longer
+// matters (the slot is not live). Its stack, when frames are kept, is read once the next entry is
+// known, as the place it names is the free_completed's when joined. One emit_event() call, so that
+// it is inlined once (twice, its address table lookups stayed calls: ~40 instructions an entry).
 inline void SnapshotReader::walk_entry(EntryWalk& walk, const Entry& e, std::size_t i, Trace& trace) {
-  const Entry* entry = &e;
-  std::size_t at = i;
-  const Entry* next = nullptr;
-  if (walk.has_pending) {
-    walk.has_pending = false;
-    entry = &walk.pending;
-    at = walk.pending_index;
-    next = &e;
-  }
-  for (;;) {
-    if (!next && entry->action == Action::FreeRequested) {
-      walk.pending = *entry;
-      walk.pending_index = at;
-      walk.has_pending = true;
+  if (walk.requested) {
+    walk.requested = false;
+    const bool joined = e.action == Action::FreeCompleted && e.addr == walk.requested_addr;
+    if (interner_) [[unlikely]]
+      trace.event_stacks.push_back(
+          walk.requested_frames
+              ? read_stack(*walk.requested_frames, Loc{Loc::EntryFrames, device_, joined ? i : walk.requested_index})
+              : kNoString);
+    if (joined) {
+      trace.events.back().op = Op::Free;
+      walk.requested_slot->live = false;
       return;
     }
-    if (emit_event(*entry, at, next, trace, walk.proven) || !next) return;
-    entry = next;  // not joined: an entry of its own
-    at = i;
-    next = nullptr;
   }
+  emit_event(e, i, trace, walk);
 }
 
 void SnapshotReader::finish_walk(EntryWalk& walk, Trace& trace) {
-  if (walk.has_pending) emit_event(walk.pending, walk.pending_index, nullptr, trace, walk.proven);
-  walk.has_pending = false;
+  if (walk.requested && interner_)
+    trace.event_stacks.push_back(
+        walk.requested_frames ? read_stack(*walk.requested_frames, Loc{Loc::EntryFrames, device_, walk.requested_index})
+                              : kNoString);
+  walk.requested = false;
   events_proven_ = walk.proven;
 }
 
-// The event of entry `i`; `next` is the entry after a free_requested (nullptr: none). Returns
-// whether `next` was joined to it. `proven` keeps validate_trace()'s event rules, as each event is
-// made (events_proven()): the sizes, and the lifetimes, which follow each address's slot. An
-// alloc's id is new (never live before); a free's id is its address's live allocation, or a new
-// initial one (discover()); the slot's free_requested is that id's state in validate_trace()'s
-// table.
-inline bool SnapshotReader::emit_event(const Entry& e, std::size_t i, const Entry* next, Trace& trace, bool& proven) {
-  if (e.action == Action::Skipped) return false;
+// The event of entry `i` (a free_requested's as if no free_completed joins it: walk_entry()).
+// `walk.proven` keeps validate_trace()'s event rules, as each event is made (events_proven()): the
+// sizes, and the lifetimes, which follow each address's slot. An alloc's id is new (never live
+// before); a free's id is its address's live allocation, or a new initial one (discover()); the
+// slot's free_requested is that id's state in validate_trace()'s table.
+inline void SnapshotReader::emit_event(const Entry& e, std::size_t i, Trace& trace, EntryWalk& walk) {
+  if (e.action == Action::Skipped) return;
+  bool& proven = walk.proven;
   const auto device = static_cast<std::uint32_t>(device_);
   auto discover = [&](const Entry& freed, bool pending) {
     InitialAllocation a;
@@ -826,7 +831,6 @@ inline bool SnapshotReader::emit_event(const Entry& e, std::size_t i, const Entr
     initial_stacks_.push_back(kNoString);  // its alloc is not in the trace: no stack known
     return kInitialRef | (initial_.size() - 1);
   };
-  bool joined = false;
   // Made in place (reserved by emit_events()): a local copied in afterwards cost ~10 instructions an
   // event. An entry refused below throws, and the trace being made goes with it.
   Event& ev = trace.events.emplace_back();
@@ -860,7 +864,6 @@ inline bool SnapshotReader::emit_event(const Entry& e, std::size_t i, const Entr
     }
     case Action::FreeRequested: {
       detail::AddressTable::Slot& slot = *slot_of_addr;
-      joined = next && next->action == Action::FreeCompleted && next->addr == e.addr;
       if (!slot.live) {  // allocated before the trace started
         slot.live = true;
         slot.free_requested = false;
@@ -868,15 +871,14 @@ inline bool SnapshotReader::emit_event(const Entry& e, std::size_t i, const Entr
       }
       proven &= !slot.free_requested;  // a free (or free_requested) of one already requested
       ev.id = slot.ref;
-      if (joined) {
-        ev.op = Op::Free;
-        slot.live = false;
-        ++i;  // the free_completed is part of this Free (and names its stack's place)
-      } else {
-        ev.op = Op::FreeRequested;  // live until its free_completed
-        slot.free_requested = true;
-      }
-      break;
+      ev.op = Op::FreeRequested;  // live until its free_completed
+      slot.free_requested = true;
+      walk.requested = true;
+      walk.requested_addr = e.addr;
+      walk.requested_slot = &slot;
+      walk.requested_index = i;
+      walk.requested_frames = e.frames;
+      return;  // its stack: walk_entry()
     }
     case Action::FreeCompleted: {
       detail::AddressTable::Slot& slot = *slot_of_addr;
@@ -915,7 +917,6 @@ inline bool SnapshotReader::emit_event(const Entry& e, std::size_t i, const Entr
   }
   if (interner_)
     trace.event_stacks.push_back(e.frames ? read_stack(*e.frames, Loc{Loc::EntryFrames, device_, i}) : kNoString);
-  return joined;
 }
 
 // Snapshot blocks still active at dump time whose address holds no allocation made in the trace

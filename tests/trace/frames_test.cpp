@@ -187,6 +187,34 @@ TEST(Frames, SnapshotFrameNotADictIsAnError) {
   }
 }
 
+// A free_requested's stack is read once the entry after it is known: joined to its free_completed,
+// the Free's place (and so a bad stack's message) is the free_completed's; alone, its own, also as
+// the last entry.
+TEST(Frames, FreeRequestedFrameErrorNamesTheFreesPlace) {
+  auto message = [](PyList trace) {
+    const Py snap = PyDict{{"segments", PyList{}}, {"device_traces", PyList{PyList(std::move(trace))}}};
+    try {
+      parse_snapshot(PickleWriter(4).encode(snap), "bad.pickle", TraceReadOptions{.frames = 4});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string bad = ": frame 0: expected a dict with filename, line and name, got int";
+  EXPECT_EQ(message({entry("alloc", kBase, kMiB, {kA}), entry("free_requested", kBase, kMiB, {Py(7)}),
+                     entry("free_completed", kBase, kMiB, {kB})}),
+            "bad.pickle: device_traces[0] entry 2 frames" + bad);
+  EXPECT_EQ(message({entry("alloc", kBase, kMiB, {kA}), entry("free_requested", kBase, kMiB, {Py(7)}),
+                     entry("alloc", kBase + kMiB, kMiB, {kB})}),
+            "bad.pickle: device_traces[0] entry 1 frames" + bad);
+  EXPECT_EQ(message({entry("alloc", kBase, kMiB, {kA}), entry("free_requested", kBase, kMiB, {Py(7)})}),
+            "bad.pickle: device_traces[0] entry 1 frames" + bad);
+  // The stack of the entry after a lone free_requested is read after the free_requested's.
+  EXPECT_EQ(message({entry("alloc", kBase, kMiB, {kA}), entry("free_requested", kBase, kMiB, {Py(7)}),
+                     entry("alloc", kBase + kMiB, kMiB, {Py(8)})}),
+            "bad.pickle: device_traces[0] entry 1 frames" + bad);
+}
+
 // The top frame: the innermost Python frame not ignored, else the innermost frame not ignored.
 TEST(Frames, TopFrameSkipsPyTorchsOwnAndPrefersPython) {
   Trace t;
