@@ -22,7 +22,10 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
   nodes_.assign(2 * std::size_t{leaves_}, fresh);
   const std::size_t cached =  // the nodes at that height and above (none in a tree that low)
       lowest_cached_height_ <= height_ ? std::size_t{2} << (height_ - lowest_cached_height_) : 0;
-  cover_ages_.resize(cached);
+  // The ages of the level below the cached ones are sentinels, changed at every moment: the
+  // refresh's scan down a path stops there without a test of the height per step.
+  cover_ages_.resize(2 * cached, CoverAge{.own_changed_at = ~std::uint32_t{0}});
+  std::fill_n(cover_ages_.begin(), cached, CoverAge{});
   covers_.resize(cached);
   if (!queries.empty()) {
     queries_ = queries;
@@ -103,8 +106,8 @@ void OccupancyIndex::compact_log() {
 void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
   if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
   if (taken.begin >= taken.end) return;
-  if (inserts_ == std::numeric_limits<std::uint32_t>::max()) {
-    throw std::length_error("offline: more inserts than the occupancy index counts (2^32)");
+  if (inserts_ >= kMaxInserts) {
+    throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
   }
   record_insert(first, last, taken);
 }
@@ -112,8 +115,8 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
 Bytes OccupancyIndex::place(std::uint32_t first, std::uint32_t last, Bytes size) {
   const Bytes offset = find_best_fit(first, last, size);  // (checks the range)
   if (size != 0) {
-    if (inserts_ == std::numeric_limits<std::uint32_t>::max()) {
-      throw std::length_error("offline: more inserts than the occupancy index counts (2^32)");
+    if (inserts_ >= kMaxInserts) {
+      throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
     }
     record_insert(first, last, OffsetRun{offset, offset + size});
   }
@@ -156,7 +159,7 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
   // (which writes memory). The node arrays never change size after the constructor.
   NodeSets* const nodes = nodes_.data();
   CoverAge* const ages = cover_ages_.data();
-  const std::size_t cached = cover_ages_.size();
+  const std::size_t cached = covers_.size();
   const std::uint32_t done = queries_done_;
   const std::uint32_t inserts = inserts_;
   // Whether a query to come reads a set that the queries before `read_until` read last.
@@ -245,7 +248,7 @@ inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t l
   // the range), the uncached own sets on the path, and the deepest cover, which is kept apart.
   const NodeId first_leaf = leaves_ + first;
   const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
-  const NodeId deepest = refresh_covers(first_leaf, 1, top + 1);
+  const NodeId deepest = refresh_covers(first_leaf, top + 1);
   const RunSet cover = deepest != 0 ? covers_[deepest].runs : RunSet{};
   if (lowest_cached_height_ <= kLowestCachedHeight) {  // no uncached own sets: at most two leaf sets
     RunSet a = nodes_[first_leaf].own;
@@ -320,7 +323,7 @@ inline void OccupancyIndex::collect_parts(std::uint32_t first, std::uint32_t las
   // A node above spans slots past the last, so no range covers it: its own set and cover stay
   // empty, and so do its ancestors'.)
   const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
-  const NodeId deepest = refresh_covers(first_leaf, 1, top + 1);
+  const NodeId deepest = refresh_covers(first_leaf, top + 1);
   if (deepest != 0) add_part(covers_[deepest].runs);
   add_uncached_own(first_leaf, 2, height_ + 1);  // (height 1 keeps no own set)
 }
@@ -341,18 +344,19 @@ void OccupancyIndex::add_uncached_own(NodeId leaf, std::uint32_t low, std::uint3
   }
 }
 
-inline OccupancyIndex::NodeId OccupancyIndex::refresh_covers(NodeId leaf, std::uint32_t low, std::uint32_t high) {
+inline OccupancyIndex::NodeId OccupancyIndex::refresh_covers(NodeId leaf, std::uint32_t high) {
   // (The bound in a local: a member is reloaded after every call to rebuild_cover.)
-  const std::uint32_t lowest = std::max(low, lowest_cached_height_);
+  const std::uint32_t lowest = lowest_cached_height_;
   if (high <= lowest) return 0;
   // The path is walked from the highest node whose own set changed after the deepest cover was
   // built: at that build every cover on the path was made fresh, and nothing above has changed
   // since, so the covers there are still fresh and none below is stale because of them. Finding
   // it compares each node with one number; the walk below keeps the latest change and checks each
-  // node's cover against it.
+  // node's cover against it. (The scan needs no bound: the level below `lowest` holds sentinels
+  // that changed after every build.)
   const std::uint32_t deepest_built = cover_ages_[leaf >> lowest].built_at;
   std::uint32_t height = high;
-  while (height > lowest && cover_ages_[leaf >> (height - 1)].own_changed_at <= deepest_built) --height;
+  while (cover_ages_[leaf >> (height - 1)].own_changed_at <= deepest_built) --height;
   std::uint32_t latest = 0;  // the latest own-set change on the path from `height` down
   for (; height > lowest;) {
     const NodeId v = leaf >> --height;

@@ -73,6 +73,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <vector>
@@ -92,6 +93,8 @@ class OccupancyIndex {
   static constexpr std::uint32_t kDefaultCachedDepth = 13;
   static constexpr std::uint32_t kLowestCachedHeight = 2;             // (see above)
   static constexpr std::uint32_t kMaxSlots = std::uint32_t{1} << 30;  // node ids stay 32-bit
+  // Insert counts stay below the all-ones sentinel of the cover ages (see cover_ages_).
+  static constexpr std::uint32_t kMaxInserts = std::numeric_limits<std::uint32_t>::max() - 1;
   // How many queries back a repeated query looks for the answer to extend (see above).
   static constexpr std::uint32_t kReuseWindow = 64;
 
@@ -103,7 +106,7 @@ class OccupancyIndex {
                           std::uint32_t cached_depth = kDefaultCachedDepth);
 
   // [taken.begin, taken.end) is occupied during slots [first, last) (first < last <= slots).
-  // At most 2^32 - 1 inserts.
+  // At most kMaxInserts inserts.
   void insert(std::uint32_t first, std::uint32_t last, OffsetRun taken);
   // The offsets occupied at some slot of [first, last), as sorted, disjoint, non-touching runs.
   // The span stays valid until the next call. (Not const: refreshes the cover cache.)
@@ -128,9 +131,9 @@ class OccupancyIndex {
   }
   // Query parts: the own sets of leaf's uncached ancestors at heights [low, high).
   void add_uncached_own(NodeId leaf, std::uint32_t low, std::uint32_t high);
-  // Refreshes the covers of leaf's cached ancestors at heights [low, high), top down (the ones
+  // Refreshes the covers of leaf's cached ancestors below height `high`, top down (the ones
   // above are fresh and their own sets empty). Returns the deepest of them, 0 when there is none.
-  [[gnu::always_inline]] inline NodeId refresh_covers(NodeId leaf, std::uint32_t low, std::uint32_t high);
+  [[gnu::always_inline]] inline NodeId refresh_covers(NodeId leaf, std::uint32_t high);
   void rebuild_cover(NodeId v);
   // Checks the query and counts it among the known ones; false when its answer extends a kept
   // one (extend_answer) instead of reading the sets. Inlined into its callers, as are the two
@@ -180,8 +183,10 @@ class OccupancyIndex {
     RunSet runs;
     bool owns_block = false;
   };
-  std::vector<CoverAge> cover_ages_;  // by node id, for the cached levels
-  std::vector<Cover> covers_;         // the same
+  // By node id, for the cached levels, then the level below them as sentinels: changed "at"
+  // all ones, after any build (see refresh_covers).
+  std::vector<CoverAge> cover_ages_;
+  std::vector<Cover> covers_;  // the same
   std::uint32_t inserts_ = 0;
   std::span<const SlotRange> queries_;  // the known queries (empty: any)
   std::uint32_t queries_done_ = 0;
