@@ -372,13 +372,10 @@ void OccupancyIndex::rebuild_cover(NodeId v) {
   const RunSet& own = nodes_[v].own;
   const RunSet parent = v == 1 ? RunSet{} : covers_[v / 2].runs;
   if (own.empty() || parent.empty()) {  // the cover is the other one: share its block
-    if (cover.owns_block) sets_.release(cover.runs);
     cover.runs = own.empty() ? parent : own;
-    cover.owns_block = false;
   } else {
-    if (!cover.owns_block) cover.runs = RunSet{};  // a block of its own, not the shared one
-    cover.owns_block = true;
-    sets_.assign_union(cover.runs, parent, own);
+    sets_.assign_union(cover.block, parent, own);
+    cover.runs = cover.block;
   }
   cover_ages_[v].built_at = inserts_;
 }

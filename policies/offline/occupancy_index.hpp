@@ -179,9 +179,11 @@ class OccupancyIndex {
   };
   // A cover that is its parent's cover or its own set shares that block: the block cannot change
   // without an own set on the node's path changing, which makes the cover stale first.
+  // A cover that shares keeps its own block (if it had one) for when it needs one again: no
+  // release and retake of a block each time a cover switches between the two.
   struct Cover {
     RunSet runs;
-    bool owns_block = false;
+    RunSet block;  // its own block (capacity 0: none); `runs` is it when the cover does not share
   };
   // By node id, for the cached levels, then the level below them as sentinels: changed "at"
   // all ones, after any build (see refresh_covers).
