@@ -252,8 +252,10 @@ class RunSetStore {
   // merge and split are unpredictable).
   static OffsetRun* first_ending_at_or_after(OffsetRun* runs, std::uint32_t size, Bytes begin) {
     if (size <= 16) {
-      OffsetRun* const end = runs + size;
-      while (runs != end && runs->end < begin) ++runs;
+      // The top run first: when it ends below `begin`, no run does; else the scan stops at it at
+      // the latest, with no test of the end per step.
+      if (size == 0 || runs[size - 1].end < begin) return runs + size;
+      while (runs->end < begin) ++runs;
       return runs;
     }
     while (size > 1) {
