@@ -213,14 +213,20 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
   }
 
   OccupancyIndex index(slots.slots, slot_ranges);
+  // (The arrays and the running maximum in locals: members of `plan` are reloaded after every
+  // call to place(), which writes memory.)
+  const Bytes* const sizes = plan.sizes.data();
+  Bytes* const offsets = plan.offsets.data();
+  Bytes heap_size = 0;
   for (std::size_t n = 0; n < order.size(); ++n) {
     const std::uint32_t k = order[n];
     const auto [first_slot, last_slot] = slot_ranges[n];
-    const Bytes size = plan.sizes[k];
+    const Bytes size = sizes[k];
     const Bytes offset = index.place(first_slot, last_slot, size);
-    plan.offsets[k] = offset;
-    plan.heap_size = std::max(plan.heap_size, offset + size);
+    offsets[k] = offset;
+    heap_size = std::max(heap_size, offset + size);
   }
+  plan.heap_size = heap_size;
   plan.lower_bound = live.most();
   return plan;
 }
