@@ -203,6 +203,7 @@ class OccupancyIndex {
     std::uint32_t inserts = 0;
   };
   std::vector<KeptAnswer> kept_;
+  static constexpr std::size_t kKeptAnswerRuns = 32;
   struct LoggedInsert {
     std::uint32_t first;
     std::uint32_t last;
