@@ -228,7 +228,8 @@ class RunSetStore {
     const std::uint32_t most = a.size + b.size;
     if (most > set.capacity) {  // a new block; the old contents need not come along
       set.size = 0;
-      move_to_block(set, std::max(kFirstCapacity, std::bit_ceil(most)));  // may move pool_
+      const std::uint32_t capacity = std::max(kFirstCapacity, std::bit_ceil(most));
+      if (!take_first_block(set, capacity)) move_to_block(set, capacity);  // may move pool_
     }
     set.size = static_cast<std::uint32_t>(merge_union(runs(a), runs(b), pool_.get() + set.start));
   }
@@ -266,21 +267,22 @@ class RunSetStore {
     return runs->end < begin ? runs + 1 : runs;
   }
 
-  // An empty set's first block, in line (most sets the planner grows are new): a freed block of
-  // that size, else the next one of the pool when it has room. False: move_to_block must do it.
-  bool take_first_block(RunSet& set) {
+  // A set's first block (of `capacity` runs, a power of two), in line (most sets the planner
+  // grows are new, and each cover takes one): a freed block of that size, else the next one of
+  // the pool when it has room. False: move_to_block must do it.
+  bool take_first_block(RunSet& set, std::uint32_t capacity = kFirstCapacity) {
     if (set.capacity != 0) return false;
-    std::vector<std::uint32_t>& reuse = free_list(kFirstCapacity);
+    std::vector<std::uint32_t>& reuse = free_list(capacity);
     if (!reuse.empty()) {
       set.start = reuse.back();
       reuse.pop_back();
-    } else if (used_ + kFirstCapacity <= capacity_) {  // (so the start fits 32 bits: see reserve's caller)
+    } else if (used_ + capacity <= capacity_) {  // (so the start fits 32 bits: see reserve's caller)
       set.start = static_cast<std::uint32_t>(used_);
-      used_ += kFirstCapacity;
+      used_ += capacity;
     } else {
       return false;
     }
-    set.capacity = kFirstCapacity;
+    set.capacity = capacity;
     return true;
   }
 
