@@ -74,6 +74,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -196,7 +197,7 @@ class OccupancyIndex {
   // extends (0: none) and whether a later one extends its answer; the answers kept, by query
   // index modulo kReuseWindow + 1 (a kept answer lives until the window has passed it), with the
   // number of inserts made when each was taken; and every insert since the start.
-  std::vector<std::uint32_t> reuses_;
+  std::unique_ptr<std::uint32_t[]> reuses_;
   std::vector<std::uint8_t> keeps_;
   struct KeptAnswer {
     std::vector<OffsetRun> runs;
