@@ -220,9 +220,8 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
   Bytes heap_size = 0;
   for (std::size_t n = 0; n < order.size(); ++n) {
     const std::uint32_t k = order[n];
-    const auto [first_slot, last_slot] = slot_ranges[n];
     const Bytes size = sizes[k];
-    const Bytes offset = index.place(first_slot, last_slot, size);
+    const Bytes offset = index.place_next(size);  // (query n: slot_ranges[n])
     offsets[k] = offset;
     heap_size = std::max(heap_size, offset + size);
   }

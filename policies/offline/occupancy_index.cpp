@@ -119,7 +119,20 @@ void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun t
 }
 
 Bytes OccupancyIndex::place(std::uint32_t first, std::uint32_t last, Bytes size) {
-  const Bytes offset = find_best_fit(first, last, size);  // (checks the range)
+  const Bytes offset = find_best_fit<QueryCheck::kChecked>(first, last, size);
+  if (size != 0) {
+    if (inserts_ >= kMaxInserts) {
+      throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
+    }
+    record_insert(first, last, OffsetRun{offset, offset + size});
+  }
+  return offset;
+}
+
+Bytes OccupancyIndex::place_next(Bytes size) {
+  if (queries_done_ >= queries_.size()) throw std::logic_error("OccupancyIndex: no announced query left");
+  const auto [first, last] = queries_[queries_done_];
+  const Bytes offset = find_best_fit<QueryCheck::kAnnounced>(first, last, size);
   if (size != 0) {
     if (inserts_ >= kMaxInserts) {
       throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
@@ -223,20 +236,23 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
 // ---- query ------------------------------------------------------------------------------------
 
 std::span<const OffsetRun> OccupancyIndex::occupied(std::uint32_t first, std::uint32_t last) {
-  if (!admit(first, last)) return extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1);
+  if (!admit<QueryCheck::kChecked>(first, last))
+    return extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1);
   collect_parts(first, last);
   return unite_and_keep();
 }
 
 Bytes OccupancyIndex::best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
-  return find_best_fit(first, last, size);
+  return find_best_fit<QueryCheck::kChecked>(first, last, size);
 }
 
+template <OccupancyIndex::QueryCheck check>
 inline Bytes OccupancyIndex::find_best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
-  if (!admit(first, last)) return best_fit_in(extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1), size);
+  if (!admit<check>(first, last))
+    return best_fit_in(extend_answer(queries_done_ - 1, reuses_[queries_done_ - 1] - 1), size);
   // A kept answer is written out for the queries that extend it; otherwise the last merge only
   // looks for the gaps (best_fit_in_union).
-  const auto kept = [&] { return !queries_.empty() && keeps_[queries_done_ - 1]; };
+  const auto kept = [&] { return (check == QueryCheck::kAnnounced || !queries_.empty()) && keeps_[queries_done_ - 1]; };
   if (last - first <= 2 && !kept()) {
     return short_best_fit(first, last, size);
   }
@@ -291,11 +307,14 @@ inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t l
   }
 }
 
+template <OccupancyIndex::QueryCheck check>
 inline bool OccupancyIndex::admit(std::uint32_t first, std::uint32_t last) {
-  if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
-  if (!queries_.empty()) {
-    if (queries_done_ >= queries_.size() || queries_[queries_done_].first != first ||
-        queries_[queries_done_].last != last) {
+  if constexpr (check == QueryCheck::kChecked) {
+    if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
+  }
+  if (check == QueryCheck::kAnnounced || !queries_.empty()) {
+    if (check == QueryCheck::kChecked && (queries_done_ >= queries_.size() || queries_[queries_done_].first != first ||
+                                          queries_[queries_done_].last != last)) {
       throw std::logic_error("OccupancyIndex: a query other than the next one it was told of");
     }
     if (reuses_[queries_done_] != 0) {

@@ -119,6 +119,10 @@ class OccupancyIndex {
   // {offset, offset + size}); returns the offset. One call, with best_fit's body inlined and one
   // check of the range (-1.1 % of the replay's instructions on lm2.7b).
   Bytes place(std::uint32_t first, std::uint32_t last, Bytes size);
+  // place() of the next announced query (the index was given the queries): their ranges were
+  // checked when announced, and the call cannot name another one, so neither is checked again
+  // (~16 instructions per planned request).
+  Bytes place_next(Bytes size);
 
  private:
   using NodeId = std::uint32_t;
@@ -139,6 +143,10 @@ class OccupancyIndex {
   // Checks the query and counts it among the known ones; false when its answer extends a kept
   // one (extend_answer) instead of reading the sets. Inlined into its callers, as are the two
   // below: the calls' saved registers were ~10 instructions per query.
+  // kChecked: the range is checked, and when queries were announced, that it is the next one;
+  // kAnnounced: the range is the next announced query's (place_next).
+  enum class QueryCheck { kChecked, kAnnounced };
+  template <QueryCheck check>
   [[gnu::always_inline]] inline bool admit(std::uint32_t first, std::uint32_t last);
   // Collects the sets whose union is the answer in parts_.
   [[gnu::always_inline]] inline void collect_parts(std::uint32_t first, std::uint32_t last);
@@ -222,6 +230,7 @@ class OccupancyIndex {
   std::optional<LoggedInsert> pending_;
   void store_pending();
   // best_fit()'s body, inlined into place() too (its one call per planned request).
+  template <QueryCheck check>
   [[gnu::always_inline]] inline Bytes find_best_fit(std::uint32_t first, std::uint32_t last, Bytes size);
   // insert() after its checks (a checked range, a non-empty run).
   void record_insert(std::uint32_t first, std::uint32_t last, OffsetRun taken);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -356,9 +357,10 @@ TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
   }
 }
 
-// place() is best_fit() then insert() of the run it picked: two indexes told the same queries,
-// one driven each way over random slot ranges and sizes, pick the same offsets.
-TEST(OfflinePlanEquality, PlaceIsBestFitThenInsert) {
+// place() is best_fit() then insert() of the run it picked, and place_next() is place() of the
+// next announced query: three indexes told the same queries, one driven each way over random slot
+// ranges and sizes, pick the same offsets.
+TEST(OfflinePlanEquality, PlaceAndPlaceNextAreBestFitThenInsert) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Rng rng(seed);
     const auto slots = static_cast<std::uint32_t>(1 + rng.below(70));
@@ -374,6 +376,7 @@ TEST(OfflinePlanEquality, PlaceIsBestFitThenInsert) {
       queries.push_back({first, std::min(slots, first + length)});
     }
     offline::OccupancyIndex placed(slots, queries);
+    offline::OccupancyIndex placed_next(slots, queries);
     offline::OccupancyIndex separate(slots, queries);
     for (const offline::SlotRange& query : queries) {
       const Bytes size = 512 * (1 + rng.below(8));
@@ -381,7 +384,9 @@ TEST(OfflinePlanEquality, PlaceIsBestFitThenInsert) {
       separate.insert(query.first, query.last, offline::OffsetRun{offset, offset + size});
       ASSERT_EQ(placed.place(query.first, query.last, size), offset)
           << "seed " << seed << ", query " << &query - queries.data();
+      ASSERT_EQ(placed_next.place_next(size), offset) << "seed " << seed << ", query " << &query - queries.data();
     }
+    EXPECT_THROW(placed_next.place_next(512), std::logic_error);  // no announced query left
   }
 }
 
