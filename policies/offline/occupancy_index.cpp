@@ -152,6 +152,11 @@ inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t las
     // that holds both holds their union and nothing else differs. The sets are stored to when the
     // next query that reads them comes (a set whose last reader came in between has none: those
     // queries read no set), so they see the same runs.
+    const bool next_repeats = queries_done_ < queries_.size() && reuses_[queries_done_] != 0;
+    if (!pending_ && !next_repeats) {  // (the usual case: nothing deferred, nothing to defer)
+      store(first, last, taken);
+      return;
+    }
     if (pending_ && pending_->first == first && pending_->last == last && taken.begin <= pending_->run.end &&
         pending_->run.begin <= taken.end) {
       pending_->run = OffsetRun{std::min(pending_->run.begin, taken.begin), std::max(pending_->run.end, taken.end)};
@@ -159,8 +164,7 @@ inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t las
       store_pending();
       pending_ = LoggedInsert{first, last, taken};
     }
-    if (queries_done_ < queries_.size() && reuses_[queries_done_] != 0) return;
-    store_pending();
+    if (!next_repeats) store_pending();
     return;
   }
   store(first, last, taken);
