@@ -134,9 +134,9 @@ inline Bytes best_fit_in(std::span<const OffsetRun> taken, Bytes size) {
 // gaps in the same order as a scan of the merged set, hence the same choice.
 inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, Bytes size) {
   const OffsetRun* i = a.data();
-  const OffsetRun* const i_end = i + a.size();
+  const OffsetRun* i_end = i + a.size();
   const OffsetRun* j = b.data();
-  const OffsetRun* const j_end = j + b.size();
+  const OffsetRun* j_end = j + b.size();
   BestGap best(size);
   Bytes top = 0;
   // True when an exact fit is found (at `top`, the gap's begin, left unchanged).
@@ -149,11 +149,20 @@ inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const Off
     }
     return false;
   };
-  while (i != i_end && j != j_end) {
-    if (take(i->begin <= j->begin ? *i++ : *j++)) return top;
-  }
-  for (; i != i_end; ++i) {
-    if (take(*i)) return top;
+  // As in merge_union: `i` is the set whose last run begins first (runs of equal begin leave the
+  // same gaps in either order), so it runs out first and the loop need not watch `j`; then the
+  // rest of `j`.
+  if (i != i_end && j != j_end) {
+    if (i_end[-1].begin > j_end[-1].begin) {
+      std::swap(i, j);
+      std::swap(i_end, j_end);
+    }
+    while (i != i_end) {
+      if (take(i->begin <= j->begin ? *i++ : *j++)) return top;
+    }
+  } else if (j == j_end) {
+    j = i;
+    j_end = i_end;
   }
   for (; j != j_end; ++j) {
     if (take(*j)) return top;

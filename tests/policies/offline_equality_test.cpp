@@ -223,6 +223,8 @@ TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
 // the smallest gaps that hold the size, else the top. Both are checked against a brute force over
 // the runs of both sets (sorted, touching runs joined); the sizes include exact fits of gaps that
 // occur more than once, and tails where one set runs out while the other still bridges or touches.
+// Each set is followed in memory by a run that would cover everything: a scan that reads past a
+// set's end (the loops watch only the set that runs out first) picks another offset.
 TEST(OfflinePlanEquality, MergeAndBestFitInUnionMatchABruteForce) {
   for (std::uint64_t seed = 1; seed <= 500; ++seed) {
     Rng rng(seed);
@@ -236,8 +238,14 @@ TEST(OfflinePlanEquality, MergeAndBestFitInUnionMatchABruteForce) {
       }
       return set;
     };
-    const std::vector<offline::OffsetRun> a = random_set();
-    const std::vector<offline::OffsetRun> b = random_set();
+    const auto then_poison = [](std::vector<offline::OffsetRun> set) {
+      set.push_back({0, ~Bytes{0} / 2});
+      return set;
+    };
+    const std::vector<offline::OffsetRun> a_then_poison = then_poison(random_set());
+    const std::vector<offline::OffsetRun> b_then_poison = then_poison(random_set());
+    const std::span<const offline::OffsetRun> a(a_then_poison.data(), a_then_poison.size() - 1);
+    const std::span<const offline::OffsetRun> b(b_then_poison.data(), b_then_poison.size() - 1);
     std::vector<std::pair<Bytes, Bytes>> runs;
     for (const offline::OffsetRun& r : a) runs.emplace_back(r.begin, r.end);
     for (const offline::OffsetRun& r : b) runs.emplace_back(r.begin, r.end);
