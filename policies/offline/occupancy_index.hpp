@@ -247,11 +247,18 @@ class OccupancyIndex {
     bool empty() const { return size_ == 0; }
     // The runs in all parts.
     std::size_t runs() const { return runs_; }
-    void clear() { size_ = runs_ = 0; }
+    void clear() { size_ = runs_ = largest_ = largest_runs_ = 0; }
     void push_back(const RunSet& set) {
+      if (set.size >= largest_runs_) {
+        largest_runs_ = set.size;
+        largest_ = size_;
+      }
       parts_[size_++] = set;
       runs_ += set.size;
     }
+    // The index of the largest part (the last of equal ones), noted as they come: a pass over
+    // the parts to find it cost more. (Not kept up by pop_back or by writes through [].)
+    std::size_t largest() const { return largest_; }
     void pop_back() { runs_ -= parts_[--size_].size; }
     RunSet& operator[](std::size_t k) { return parts_[k]; }
     const RunSet& back() const { return parts_[size_ - 1]; }
@@ -262,6 +269,8 @@ class OccupancyIndex {
     std::array<RunSet, kCapacity> parts_;
     std::size_t size_ = 0;
     std::size_t runs_ = 0;
+    std::size_t largest_ = 0;
+    std::uint32_t largest_runs_ = 0;
   };
   static_assert(std::countr_zero(kMaxSlots) <= 30, "Parts::kCapacity assumes a tree of height <= 30");
   Parts parts_;
