@@ -434,10 +434,16 @@ std::span<const OffsetRun> OccupancyIndex::merge_parts() {
   }
   // Pairwise, into the two buffers in turn: the sets overlap heavily, so the union so far stays
   // about the size of the answer (a k-way heap merge costs more on a handful of sets).
-  std::span<const OffsetRun> united = sets_.runs(parts_[0]);
-  for (std::size_t k = 1; k < parts_.size(); ++k) {
-    OffsetRun* const out = scratch_[k % 2].data();
-    united = {out, merge_union(united, sets_.runs(parts_[k]), out)};
+  // (The buffers and the parts in locals: members are reloaded after every merge, which writes
+  // memory.)
+  OffsetRun* out = scratch_[1].data();
+  OffsetRun* other = scratch_[0].data();
+  const RunSet* part = parts_.begin();
+  const RunSet* const parts_end = parts_.end();
+  std::span<const OffsetRun> united = sets_.runs(*part);
+  for (++part; part != parts_end; ++part) {
+    united = {out, merge_union(united, sets_.runs(*part), out)};
+    std::swap(out, other);
   }
   return united;
 }
