@@ -83,9 +83,13 @@ std::unique_ptr<std::uint32_t[]> placement_order(const std::vector<Bytes>& sizes
   std::unique_ptr<Keyed[]> items = std::make_unique_for_overwrite<Keyed[]>(count);
   std::unique_ptr<Keyed[]> sorted = std::make_unique_for_overwrite<Keyed[]>(count);
   const auto all = [&](const std::unique_ptr<Keyed[]>& array) { return std::span<Keyed>(array.get(), count); };
+  std::unique_ptr<std::uint32_t[]> order = std::make_unique_for_overwrite<std::uint32_t[]>(count);
   // Stable LSD radix sort of `items` by key, skipping the digits that are the same in every key.
-  const auto sort_by_key = [&](std::uint64_t any_bits) {
+  // With `last`, its last pass (when that digit moves anything) writes the requests' order itself
+  // rather than the items: no pass to copy them out. Returns whether it did.
+  const auto sort_by_key = [&](std::uint64_t any_bits, bool last) {
     constexpr unsigned kDigitBits = 11;
+    const unsigned last_shift = any_bits == 0 ? 0 : (std::bit_width(any_bits) - 1) / kDigitBits * kDigitBits;
     for (unsigned shift = 0; shift < 64 && (any_bits >> shift) != 0; shift += kDigitBits) {
       const auto digit = [&](const Keyed& item) {
         return static_cast<std::size_t>((item.key >> shift) & ((1u << kDigitBits) - 1));
@@ -95,22 +99,26 @@ std::unique_ptr<std::uint32_t[]> placement_order(const std::vector<Bytes>& sizes
       if (next[digit(items[0])] == count) continue;  // one digit value: nothing moves
       std::uint32_t start = 0;
       for (std::uint32_t& slot : next) start += std::exchange(slot, start);
+      if (last && shift == last_shift) {
+        for (const Keyed& item : all(items)) order[next[digit(item)]++] = item.request;
+        return true;
+      }
       for (const Keyed& item : all(items)) sorted[next[digit(item)]++] = item;
       items.swap(sorted);
     }
+    return false;
   };
   if (one_key) {
     for (std::uint32_t k = 0; k < count; ++k) {
       items[k] = Keyed{above_lifetime(size_key(k)) | lifetime_key(k), k};
     }
-    sort_by_key(above_lifetime(size_bits >> size_shift) | lifetime_bits);
+    if (sort_by_key(above_lifetime(size_bits >> size_shift) | lifetime_bits, true)) return order;
   } else {
     for (std::uint32_t k = 0; k < count; ++k) items[k] = Keyed{lifetime_key(k), k};
-    sort_by_key(lifetime_bits);
+    sort_by_key(lifetime_bits, false);
     for (Keyed& item : all(items)) item.key = size_key(item.request);
-    sort_by_key(size_bits >> size_shift);
+    if (sort_by_key(size_bits >> size_shift, true)) return order;
   }
-  std::unique_ptr<std::uint32_t[]> order = std::make_unique_for_overwrite<std::uint32_t[]>(count);
   for (std::size_t n = 0; n < count; ++n) order[n] = items[n].request;
   return order;
 }
