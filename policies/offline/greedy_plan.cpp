@@ -221,19 +221,7 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
   }
 
   OccupancyIndex index(slots.slots, slot_ranges);
-  // (The arrays and the running maximum in locals: members of `plan` are reloaded after every
-  // call to place(), which writes memory.)
-  const Bytes* const sizes = plan.sizes.data();
-  Bytes* const offsets = plan.offsets.data();
-  Bytes heap_size = 0;
-  for (std::size_t n = 0; n < order.size(); ++n) {
-    const std::uint32_t k = order[n];
-    const Bytes size = sizes[k];
-    const Bytes offset = index.place_next(size);  // (query n: slot_ranges[n])
-    offsets[k] = offset;
-    heap_size = std::max(heap_size, offset + size);
-  }
-  plan.heap_size = heap_size;
+  plan.heap_size = index.place_all(order, plan.sizes.data(), plan.offsets.data());
   plan.lower_bound = live.most();
   return plan;
 }

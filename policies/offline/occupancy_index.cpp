@@ -129,7 +129,19 @@ Bytes OccupancyIndex::place(std::uint32_t first, std::uint32_t last, Bytes size)
   return offset;
 }
 
-Bytes OccupancyIndex::place_next(Bytes size) {
+Bytes OccupancyIndex::place_next(Bytes size) { return place_announced(size); }
+
+Bytes OccupancyIndex::place_all(std::span<const std::uint32_t> order, const Bytes* sizes, Bytes* offsets) {
+  Bytes top = 0;
+  for (const std::uint32_t k : order) {
+    const Bytes offset = place_announced(sizes[k]);
+    offsets[k] = offset;
+    top = std::max(top, offset + sizes[k]);
+  }
+  return top;
+}
+
+inline Bytes OccupancyIndex::place_announced(Bytes size) {
   if (queries_done_ >= queries_.size()) throw std::logic_error("OccupancyIndex: no announced query left");
   const auto [first, last] = queries_[queries_done_];
   const Bytes offset = find_best_fit<QueryCheck::kAnnounced>(first, last, size);

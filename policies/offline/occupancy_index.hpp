@@ -123,6 +123,10 @@ class OccupancyIndex {
   // checked when announced, and the call cannot name another one, so neither is checked again
   // (~16 instructions per planned request).
   Bytes place_next(Bytes size);
+  // place_next() of every announced query still to come, in order, the planner's loop in one
+  // call (no call and saved registers per request): query n has size sizes[order[n]] and its
+  // offset goes to offsets[order[n]]. Returns the highest end placed (0: none).
+  Bytes place_all(std::span<const std::uint32_t> order, const Bytes* sizes, Bytes* offsets);
 
  private:
   using NodeId = std::uint32_t;
@@ -143,6 +147,8 @@ class OccupancyIndex {
   // Checks the query and counts it among the known ones; false when its answer extends a kept
   // one (extend_answer) instead of reading the sets. Inlined into its callers, as are the two
   // below: the calls' saved registers were ~10 instructions per query.
+  // place_next()'s body, inlined into place_all() too.
+  [[gnu::always_inline]] inline Bytes place_announced(Bytes size);
   // kChecked: the range is checked, and when queries were announced, that it is the next one;
   // kAnnounced: the range is the next announced query's (place_next).
   enum class QueryCheck { kChecked, kAnnounced };

@@ -365,9 +365,9 @@ TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
   }
 }
 
-// place() is best_fit() then insert() of the run it picked, and place_next() is place() of the
-// next announced query: three indexes told the same queries, one driven each way over random slot
-// ranges and sizes, pick the same offsets.
+// place() is best_fit() then insert() of the run it picked, place_next() is place() of the next
+// announced query, and place_all() is place_next() of each in turn: four indexes told the same
+// queries, one driven each way over random slot ranges and sizes, pick the same offsets.
 TEST(OfflinePlanEquality, PlaceAndPlaceNextAreBestFitThenInsert) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Rng rng(seed);
@@ -386,15 +386,30 @@ TEST(OfflinePlanEquality, PlaceAndPlaceNextAreBestFitThenInsert) {
     offline::OccupancyIndex placed(slots, queries);
     offline::OccupancyIndex placed_next(slots, queries);
     offline::OccupancyIndex separate(slots, queries);
+    // place_all's input: query n's size and offset at request order[n] (a permutation).
+    std::vector<std::uint32_t> order(queries.size());
+    for (std::uint32_t n = 0; n < order.size(); ++n) order[n] = n;
+    for (std::size_t n = order.size(); n > 1; --n) std::swap(order[n - 1], order[rng.below(n)]);
+    std::vector<Bytes> sizes(queries.size());
+    std::vector<Bytes> offsets(queries.size());
+    Bytes top = 0;
     for (const offline::SlotRange& query : queries) {
       const Bytes size = 512 * (1 + rng.below(8));
+      const std::uint32_t request = order[&query - queries.data()];
+      sizes[request] = size;
       const Bytes offset = separate.best_fit(query.first, query.last, size);
+      offsets[request] = offset;
+      top = std::max(top, offset + size);
       separate.insert(query.first, query.last, offline::OffsetRun{offset, offset + size});
       ASSERT_EQ(placed.place(query.first, query.last, size), offset)
           << "seed " << seed << ", query " << &query - queries.data();
       ASSERT_EQ(placed_next.place_next(size), offset) << "seed " << seed << ", query " << &query - queries.data();
     }
     EXPECT_THROW(placed_next.place_next(512), std::logic_error);  // no announced query left
+    offline::OccupancyIndex placed_all(slots, queries);
+    std::vector<Bytes> all_offsets(queries.size(), ~Bytes{0});
+    ASSERT_EQ(placed_all.place_all(order, sizes.data(), all_offsets.data()), top) << "seed " << seed;
+    ASSERT_EQ(all_offsets, offsets) << "seed " << seed;
   }
 }
 
