@@ -86,6 +86,51 @@ inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const Off
   return static_cast<std::size_t>(o - out);
 }
 
+// merge_union(few, many, out) for a `few` much smaller than `many` (either may be empty): the
+// runs of `many` between two runs of `few` are copied as they are once the first of them has
+// joined the output so far (a set's runs never touch each other, so none of the rest touches it,
+// and only the last can touch the next run of `few`): a copy and one comparison per run instead
+// of merge_union's choice of the next run and its test against the run in progress.
+inline std::size_t merge_union_sparse(std::span<const OffsetRun> few, std::span<const OffsetRun> many, OffsetRun* out) {
+  const OffsetRun* j = many.data();
+  const OffsetRun* const j_end = j + many.size();
+  OffsetRun* o = out;
+  // Appends a run that begins at or above every run written: it joins the last when it touches it.
+  const auto emit = [&](const OffsetRun& run) {
+    if (o != out && run.begin <= o[-1].end) {
+      o[-1].end = std::max(o[-1].end, run.end);
+    } else {
+      *o++ = run;
+    }
+  };
+  // The runs of `many` that touch the last run written join it; returns with j past them.
+  const auto absorb = [&] {
+    for (; j != j_end && j->begin <= o[-1].end; ++j) o[-1].end = std::max(o[-1].end, j->end);
+  };
+  for (const OffsetRun& next : few) {
+    if (j != j_end && j->begin <= next.begin) {
+      emit(*j++);
+      absorb();
+      for (; j != j_end && j->begin <= next.begin; ++j) *o++ = *j;  // (each begins past the one before)
+    }
+    emit(next);
+  }
+  if (o != out) absorb();
+  o = std::copy(j, j_end, o);
+  return static_cast<std::size_t>(o - out);
+}
+
+// merge_union(a, b, out), by merge_union_sparse when one set has at most a quarter of the other's
+// runs (on lm2.7b, 1/2 and 1/8 took more instructions, 1/3 to 1/5 about as few). The covers'
+// rebuilds use it (a parent's long cover with a node's few own runs); in the queries' pairwise
+// merges it took more (+39 k to +115 k on lm2.7b): there the sets are closer in size.
+inline std::size_t merge_union_sized(std::span<const OffsetRun> a, std::span<const OffsetRun> b, OffsetRun* out) {
+  constexpr std::size_t kSparse = 4;
+  if (a.size() * kSparse <= b.size()) return merge_union_sparse(a, b, out);
+  if (b.size() * kSparse <= a.size()) return merge_union_sparse(b, a, out);
+  return merge_union(a, b, out);
+}
+
 // The offset best fit picks given the offsets taken (sorted disjoint runs): the start of the
 // smallest gap of at least `size` bytes below the top run, the lowest offset among equal gaps;
 // else the end of the top run (greedy_plan.hpp, step 3).
@@ -240,7 +285,7 @@ class RunSetStore {
       const std::uint32_t capacity = std::max(kFirstCapacity, std::bit_ceil(most));
       if (!take_first_block(set, capacity)) move_to_block(set, capacity);  // may move pool_
     }
-    set.size = static_cast<std::uint32_t>(merge_union(runs(a), runs(b), pool_.get() + set.start));
+    set.size = static_cast<std::uint32_t>(merge_union_sized(runs(a), runs(b), pool_.get() + set.start));
   }
 
   // Gives the set's block back (the set becomes empty, with no block).

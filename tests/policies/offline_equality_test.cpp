@@ -263,6 +263,18 @@ TEST(OfflinePlanEquality, MergeAndBestFitInUnionMatchABruteForce) {
     std::vector<std::pair<Bytes, Bytes>> got;
     for (const offline::OffsetRun& r : merged) got.emplace_back(r.begin, r.end);
     ASSERT_EQ(got, expected) << "seed " << seed;
+    // merge_union_sparse, either set as the few, and merge_union_sized give the same union.
+    const auto union_by = [&](auto merge, std::span<const offline::OffsetRun> x,
+                              std::span<const offline::OffsetRun> y) {
+      std::vector<offline::OffsetRun> out(x.size() + y.size());
+      out.resize(merge(x, y, out.data()));
+      std::vector<std::pair<Bytes, Bytes>> pairs;
+      for (const offline::OffsetRun& r : out) pairs.emplace_back(r.begin, r.end);
+      return pairs;
+    };
+    ASSERT_EQ(union_by(offline::merge_union_sparse, a, b), expected) << "seed " << seed;
+    ASSERT_EQ(union_by(offline::merge_union_sparse, b, a), expected) << "seed " << seed;
+    ASSERT_EQ(union_by(offline::merge_union_sized, a, b), expected) << "seed " << seed;
     for (Bytes size = 8; size <= 48; size += 8) {
       // The definition: every gap below the top run, the smallest that holds `size`, lowest first.
       Bytes want = expected.empty() ? 0 : expected.back().second;
