@@ -192,8 +192,8 @@ Bytes planned_size(Bytes requested, Bytes alignment) {
 
 GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Bytes alignment) {
   GreedyPlan plan;
-  plan.sizes.reserve(requests.size());  // (pushed: no zero-fill first)
-  plan.offsets.assign(requests.size(), 0);
+  plan.sizes.reserve(requests.size());   // (pushed: no zero-fill first)
+  plan.offsets.resize(requests.size());  // (every one written by place_all: not zero-filled)
   RequestBounds bounds;
   for (const PlannedRequest& request : requests) {
     if (request.begin >= request.end) throw std::logic_error("offline: a planned request has an empty live interval");

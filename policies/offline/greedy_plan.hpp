@@ -29,14 +29,17 @@
 
 #include "fraglab/planned_requests.hpp"
 #include "fraglab/types.hpp"
+#include "offline/default_init_allocator.hpp"
 
 namespace fraglab::offline {
 
 struct GreedyPlan {
-  std::vector<Bytes> offsets;  // per request, in the order of planned_requests()
-  std::vector<Bytes> sizes;    // planned (rounded) size per request
-  Bytes heap_size = 0;         // max(offset + size): the arena the plan needs
-  Bytes lower_bound = 0;       // most planned bytes live at once: no placement needs less
+  // Per request, in the order of planned_requests(). (Not zero-filled first: the planner writes
+  // every offset, in placement order.)
+  std::vector<Bytes, DefaultInitAllocator<Bytes>> offsets;
+  std::vector<Bytes> sizes;  // planned (rounded) size per request
+  Bytes heap_size = 0;       // max(offset + size): the arena the plan needs
+  Bytes lower_bound = 0;     // most planned bytes live at once: no placement needs less
 };
 
 // The bytes a request occupies in the plan: rounded up to `alignment` (a power of two), and at

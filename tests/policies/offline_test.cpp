@@ -52,6 +52,10 @@ std::int64_t stat(const ReplayResult& result, const std::string& key) {
   return -1;
 }
 
+// A plan's offsets as a std::vector (the plan's vector has an allocator that leaves them unwritten
+// until the planner writes them).
+std::vector<Bytes> offsets_of(const offline::GreedyPlan& plan) { return {plan.offsets.begin(), plan.offsets.end()}; }
+
 PlannedRequest request(std::uint64_t begin, std::uint64_t end, Bytes size) {
   PlannedRequest r;
   r.begin = begin;
@@ -414,7 +418,7 @@ TEST(OfflinePlan, EqualGapsGoToTheLowestOffset) {
   const std::vector<PlannedRequest> requests = {request(0, 10, 2 * u), request(9, 18, 2 * u), request(9, 17, 2 * u),
                                                 request(9, 18, 1 * u), request(17, 18, 1 * u)};
   const offline::GreedyPlan plan = offline::plan_greedy_by_size(requests, 512);
-  EXPECT_EQ(plan.offsets, (std::vector<Bytes>{0, 2 * u, 4 * u, 6 * u, 0}));
+  EXPECT_EQ(offsets_of(plan), (std::vector<Bytes>{0, 2 * u, 4 * u, 6 * u, 0}));
   EXPECT_EQ(plan.heap_size, 7 * u);
   EXPECT_EQ(plan.lower_bound, 7 * u);  // A + L1 + B + L2 at 9
 }
@@ -423,7 +427,7 @@ TEST(OfflinePlan, HalfOpenIntervalsThatTouchShareMemory) {
   // [0,5) and [5,9) touch but do not overlap: both at 0. [4,6) overlaps both -> on top.
   const std::vector<PlannedRequest> requests = {request(0, 5, 4 * u), request(5, 9, 4 * u), request(4, 6, 1 * u)};
   const offline::GreedyPlan plan = offline::plan_greedy_by_size(requests, 512);
-  EXPECT_EQ(plan.offsets, (std::vector<Bytes>{0, 0, 4 * u}));
+  EXPECT_EQ(offsets_of(plan), (std::vector<Bytes>{0, 0, 4 * u}));
   EXPECT_EQ(plan.heap_size, 5 * u);
   EXPECT_EQ(plan.lower_bound, 5 * u);
 }
@@ -449,7 +453,7 @@ TEST(OfflinePlan, MatchesTheQuadraticDefinitionOnRandomIntervals) {
     const std::vector<Bytes>& offsets = reference.offsets;
     const std::vector<Bytes>& sizes = reference.sizes;
     const Bytes heap = reference.heap_size;
-    ASSERT_EQ(plan.offsets, offsets) << "seed " << seed;
+    ASSERT_EQ(offsets_of(plan), offsets) << "seed " << seed;
     EXPECT_EQ(plan.sizes, sizes);
     EXPECT_EQ(plan.heap_size, heap);
     for (std::size_t a = 0; a < requests.size(); ++a) {
