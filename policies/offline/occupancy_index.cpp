@@ -112,20 +112,12 @@ void OccupancyIndex::compact_log() {
 void OccupancyIndex::insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
   if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
   if (taken.begin >= taken.end) return;
-  if (inserts_ >= kMaxInserts) {
-    throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
-  }
   record_insert(first, last, taken);
 }
 
 Bytes OccupancyIndex::place(std::uint32_t first, std::uint32_t last, Bytes size) {
   const Bytes offset = find_best_fit<QueryCheck::kChecked>(first, last, size);
-  if (size != 0) {
-    if (inserts_ >= kMaxInserts) {
-      throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
-    }
-    record_insert(first, last, OffsetRun{offset, offset + size});
-  }
+  if (size != 0) record_insert(first, last, OffsetRun{offset, offset + size});
   return offset;
 }
 
@@ -145,16 +137,14 @@ inline Bytes OccupancyIndex::place_announced(Bytes size) {
   if (queries_done_ >= queries_.size()) throw std::logic_error("OccupancyIndex: no announced query left");
   const auto [first, last] = queries_[queries_done_];
   const Bytes offset = find_best_fit<QueryCheck::kAnnounced>(first, last, size);
-  if (size != 0) {
-    if (inserts_ >= kMaxInserts) {
-      throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
-    }
-    record_insert(first, last, OffsetRun{offset, offset + size});
-  }
+  if (size != 0) record_insert(first, last, OffsetRun{offset, offset + size});
   return offset;
 }
 
 inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
+  if (inserts_ >= kMaxInserts) {
+    throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
+  }
   ++inserts_;
   if (!queries_.empty()) {
     insert_log_.push_back(LoggedInsert{first, last, taken});

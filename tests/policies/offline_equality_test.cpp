@@ -143,6 +143,44 @@ TEST(OfflinePlanEquality, NestedAndIdenticalLifetimesMatchTheDefinition) {
 // answered by occupied() or best_fit() at random: every answer is the union of the runs inserted
 // so far whose slot ranges meet the query's (a range meets another iff one holds the other's
 // first slot, which the index relies on).
+using Runs = std::vector<std::pair<Bytes, Bytes>>;
+using InsertedRuns = std::vector<std::pair<offline::SlotRange, offline::OffsetRun>>;
+
+// By brute force: the union of the runs inserted during some slot of `query`, sorted, with
+// touching or overlapping runs merged (what OccupancyIndex::occupied answers).
+Runs union_during(const InsertedRuns& inserted, const offline::SlotRange& query) {
+  Runs runs;
+  for (const auto& [range, run] : inserted) {
+    if (range.first < query.last && query.first < range.last) runs.emplace_back(run.begin, run.end);
+  }
+  std::sort(runs.begin(), runs.end());
+  Runs merged;
+  for (const auto& [begin, end] : runs) {
+    if (!merged.empty() && begin <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, end);
+    } else {
+      merged.emplace_back(begin, end);
+    }
+  }
+  return merged;
+}
+
+// Best fit by its definition: the start of the smallest gap of `taken` that holds `size`, the
+// lowest among equal ones, else the top of `taken`.
+Bytes best_fit_by_definition(const Runs& taken, Bytes size) {
+  Bytes top = 0;
+  Bytes offset = 0;
+  Bytes best_gap = 0;
+  for (const auto& [begin, end] : taken) {
+    if (begin - top >= size && (best_gap == 0 || begin - top < best_gap)) {
+      best_gap = begin - top;
+      offset = top;
+    }
+    top = end;
+  }
+  return best_gap == 0 ? top : offset;
+}
+
 TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Rng rng(seed);
@@ -163,35 +201,12 @@ TEST(OfflinePlanEquality, IndexAnswersTheUnionOfOverlappingRunsOnRandomRanges) {
       offline::OccupancyIndex index =
           announced ? offline::OccupancyIndex(slots, queries, cached_depth)
                     : offline::OccupancyIndex(slots, std::span<const offline::SlotRange>{}, cached_depth);
-      std::vector<std::pair<offline::SlotRange, offline::OffsetRun>> inserted;
+      InsertedRuns inserted;
       for (const offline::SlotRange& query : queries) {
-        std::vector<std::pair<Bytes, Bytes>> runs;
-        for (const auto& [range, run] : inserted) {
-          if (range.first < query.last && query.first < range.last) runs.emplace_back(run.begin, run.end);
-        }
-        std::sort(runs.begin(), runs.end());
-        std::vector<std::pair<Bytes, Bytes>> expected;  // touching runs merge too
-        for (const auto& [begin, end] : runs) {
-          if (!expected.empty() && begin <= expected.back().second) {
-            expected.back().second = std::max(expected.back().second, end);
-          } else {
-            expected.emplace_back(begin, end);
-          }
-        }
-        if (rng.below(2) == 0) {  // best_fit: the smallest gap of the union that fits, else its top
+        const Runs expected = union_during(inserted, query);
+        if (rng.below(2) == 0) {
           const Bytes size = 8 * (1 + rng.below(6));
-          Bytes top = 0;
-          Bytes expected_offset = 0;
-          Bytes best_gap = 0;
-          for (const auto& [begin, end] : expected) {
-            if (begin - top >= size && (best_gap == 0 || begin - top < best_gap)) {
-              best_gap = begin - top;
-              expected_offset = top;
-            }
-            top = end;
-          }
-          if (best_gap == 0) expected_offset = top;
-          ASSERT_EQ(index.best_fit(query.first, query.last, size), expected_offset)
+          ASSERT_EQ(index.best_fit(query.first, query.last, size), best_fit_by_definition(expected, size))
               << "seed " << seed << ", announced " << announced << ", cached depth " << cached_depth << ", query "
               << &query - queries.data();
         } else {
@@ -330,36 +345,12 @@ TEST(OfflinePlanEquality, RepeatedQueriesAnswerTheUnionOfOverlappingRuns) {
       queries.push_back(ranges[rng.below(rng.below(4) == 0 ? ranges.size() : 2)]);
     }
     offline::OccupancyIndex index(slots, queries);
-    std::vector<std::pair<offline::SlotRange, offline::OffsetRun>> inserted;
+    InsertedRuns inserted;
     for (const offline::SlotRange& query : queries) {
-      std::vector<offline::OffsetRun> runs;
-      for (const auto& [range, run] : inserted) {
-        if (range.first < query.last && query.first < range.last) runs.push_back(run);
-      }
-      std::sort(runs.begin(), runs.end(),
-                [](const offline::OffsetRun& a, const offline::OffsetRun& b) { return a.begin < b.begin; });
-      std::vector<std::pair<Bytes, Bytes>> expected;  // touching runs merge too
-      for (const offline::OffsetRun& r : runs) {
-        if (!expected.empty() && r.begin <= expected.back().second) {
-          expected.back().second = std::max(expected.back().second, r.end);
-        } else {
-          expected.emplace_back(r.begin, r.end);
-        }
-      }
-      if (rng.below(2) == 0) {  // best_fit: the smallest gap of the union that fits, else its top
+      const Runs expected = union_during(inserted, query);
+      if (rng.below(2) == 0) {
         const Bytes size = 8 * (1 + rng.below(6));
-        Bytes top = 0;
-        Bytes expected_offset = 0;
-        Bytes best_gap = 0;
-        for (const auto& [begin, end] : expected) {
-          if (begin - top >= size && (best_gap == 0 || begin - top < best_gap)) {
-            best_gap = begin - top;
-            expected_offset = top;
-          }
-          top = end;
-        }
-        if (best_gap == 0) expected_offset = top;
-        ASSERT_EQ(index.best_fit(query.first, query.last, size), expected_offset)
+        ASSERT_EQ(index.best_fit(query.first, query.last, size), best_fit_by_definition(expected, size))
             << "seed " << seed << ", query " << &query - queries.data();
       } else {
         std::vector<std::pair<Bytes, Bytes>> answer;
