@@ -66,7 +66,10 @@ class IdCountsRequests {
  public:
   IdCountsRequests(const std::vector<PlannedRequest>& requests, AllocId first_id, std::uint64_t never)
       : requests_(requests), first_id_(first_id), never_(never) {}
-  void set(AllocId /*id*/, std::size_t /*index*/) {}
+  // Notes whether the ids counted the requests so far (when one does not, the requests collected
+  // are not used: the caller collects them again with a map).
+  void set(AllocId id, std::size_t index) { counts_ &= id == first_id_ + index; }
+  bool ids_counted() const { return counts_; }
   std::size_t take(AllocId id, std::size_t requests_so_far) const {
     const std::size_t index = id - first_id_;  // (an id below the first wraps to a large index)
     if (index >= requests_so_far || requests_.data()[index].end != never_) [[unlikely]] {
@@ -79,6 +82,7 @@ class IdCountsRequests {
   const std::vector<PlannedRequest>& requests_;
   AllocId first_id_;
   std::uint64_t never_;
+  bool counts_ = true;
 };
 
 // The hashed map, for ids far above the number of allocations.
@@ -91,9 +95,11 @@ struct HashedLive {
 }  // namespace
 
 std::vector<PlannedRequest> planned_requests(const Trace& trace) {
-  // The number of requests (so that the vector is reserved exactly: a guess too small would copy
-  // them all once more), the largest id (a table by id when it is at most a few times that) and
-  // whether the ids count the requests from the first id (then no map is needed).
+  // The ids usually count the requests from the first one's id (the trace readers and gen number
+  // the allocations so): the requests are collected on that guess with no map at all, checked as
+  // they come, in one pass over the events. The vector is reserved for one request per event and
+  // initial allocation (the memory past the requests is never touched): counting the requests
+  // first took a pass of its own over the events.
   AllocId first_id = 0;  // the first request's id
   if (!trace.initial.allocations.empty()) {
     first_id = trace.initial.allocations.front().id;
@@ -102,23 +108,21 @@ std::vector<PlannedRequest> planned_requests(const Trace& trace) {
         std::find_if(trace.events.begin(), trace.events.end(), [](const Event& e) { return e.op == Op::Alloc; });
     if (alloc != trace.events.end()) first_id = alloc->id;
   }
-  AllocId largest = 0;
-  std::size_t allocs = 0;
-  bool ids_count = true;
-  const auto note = [&](AllocId id) {
-    ids_count &= id == first_id + allocs++;
-    largest = std::max(largest, id);
-  };
-  for (const InitialAllocation& a : trace.initial.allocations) note(a.id);
-  for (const Event& e : trace.events) {
-    if (e.op == Op::Alloc) note(e.id);
-  }
   std::vector<PlannedRequest> requests;
-  requests.reserve(allocs);
-  if (ids_count) {
-    IdCountsRequests live(requests, first_id, trace.events.size() + 1);
-    collect(trace, live, requests);
-  } else if (largest < 4 * allocs + 1024) {
+  requests.reserve(trace.initial.allocations.size() + trace.events.size());
+  IdCountsRequests counted(requests, first_id, trace.events.size() + 1);
+  collect(trace, counted, requests);
+  if (counted.ids_counted()) return requests;
+  // Other ids: collected again with a table by id when the largest is at most a few times the
+  // number of requests, else with a hashed map.
+  const std::size_t allocs = requests.size();
+  requests.clear();
+  AllocId largest = 0;
+  for (const InitialAllocation& a : trace.initial.allocations) largest = std::max(largest, a.id);
+  for (const Event& e : trace.events) {
+    if (e.op == Op::Alloc) largest = std::max(largest, e.id);
+  }
+  if (largest < 4 * allocs + 1024) {
     DenseLive live(largest);
     collect(trace, live, requests);
   } else {

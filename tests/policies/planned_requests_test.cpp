@@ -86,5 +86,27 @@ TEST(PlannedRequests, CountingIdsGiveTheSameIntervalsAsSparseIds) {
   }
 }
 
+// Ids that count the first allocations and then skip one: the requests are collected again with a
+// map (the guess that they count would take the free of the skipped id for one of a live request).
+TEST(PlannedRequests, IdsThatStopCountingGiveTheHandDerivedIntervals) {
+  const Trace t = make_trace({
+      alloc(0, 100),  // 0
+      alloc(1, 200),  // 1
+      alloc(2, 300),  // 2
+      alloc(4, 400),  // 3: request 3 (id 3 skipped)
+      free_of(3),     // 4: no such allocation: ignored
+      free_of(4),     // 5: request 3 ends at 6
+      free_of(1),     // 6: request 1 ends at 7
+  });
+  const std::vector<PlannedRequest> r = planned_requests(t);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].end, 8u);  // never freed: events + 1
+  EXPECT_EQ(r[1].end, 7u);
+  EXPECT_EQ(r[2].end, 8u);
+  EXPECT_EQ(r[3].begin, 4u);
+  EXPECT_EQ(r[3].end, 6u);
+  EXPECT_EQ(r[3].id, 4u);
+}
+
 }  // namespace
 }  // namespace fraglab::test
