@@ -40,7 +40,10 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
   }
   // (Written for every query below, so not zero-filled first: the fill cost one instruction per
   // byte, memset's string store as callgrind counts it.)
-  reuses_ = std::make_unique_for_overwrite<std::uint32_t[]>(queries.size());
+  // (One more, after the last query: a sentinel "no repeat", so that an insert after the last
+  // query needs no test of the count before it looks at the next one.)
+  reuses_ = std::make_unique_for_overwrite<std::uint32_t[]>(queries.size() + 1);
+  reuses_[queries.size()] = 0;
   keeps_.assign(queries.size(), 0);
   kept_.resize(kReuseWindow + 1);
   // Room up front for what a kept answer usually holds: grown as it was filled, the answers took
@@ -154,8 +157,8 @@ inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t las
     // that holds both holds their union and nothing else differs. The sets are stored to when the
     // next query that reads them comes (a set whose last reader came in between has none: those
     // queries read no set), so they see the same runs.
-    const bool next_repeats = queries_done_ < queries_.size() && reuses_[queries_done_] != 0;
-    if (!pending_ && !next_repeats) {  // (the usual case: nothing deferred, nothing to defer)
+    const bool next_repeats = reuses_[queries_done_] != 0;  // (the sentinel after the last query: none)
+    if (!pending_ && !next_repeats) {                       // (the usual case: nothing deferred, nothing to defer)
       store(first, last, taken);
       return;
     }
