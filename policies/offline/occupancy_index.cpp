@@ -124,9 +124,16 @@ Bytes OccupancyIndex::place(std::uint32_t first, std::uint32_t last, Bytes size)
   return offset;
 }
 
-Bytes OccupancyIndex::place_next(Bytes size) { return place_announced(size); }
+Bytes OccupancyIndex::place_next(Bytes size) {
+  if (queries_done_ >= queries_.size()) throw std::logic_error("OccupancyIndex: no announced query left");
+  return place_announced(size);
+}
 
 Bytes OccupancyIndex::place_all(std::span<const std::uint32_t> order, const Bytes* sizes, Bytes* offsets) {
+  // (Checked once for the whole loop, not per query.)
+  if (order.size() > queries_.size() - queries_done_) {
+    throw std::logic_error("OccupancyIndex: fewer announced queries left than place_all was given");
+  }
   Bytes top = 0;
   for (const std::uint32_t k : order) {
     const Bytes offset = place_announced(sizes[k]);
@@ -137,7 +144,6 @@ Bytes OccupancyIndex::place_all(std::span<const std::uint32_t> order, const Byte
 }
 
 inline Bytes OccupancyIndex::place_announced(Bytes size) {
-  if (queries_done_ >= queries_.size()) throw std::logic_error("OccupancyIndex: no announced query left");
   const auto [first, last] = queries_[queries_done_];
   const Bytes offset = find_best_fit<QueryCheck::kAnnounced>(first, last, size);
   if (size != 0) record_insert(first, last, OffsetRun{offset, offset + size});

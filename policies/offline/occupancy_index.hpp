@@ -128,7 +128,8 @@ class OccupancyIndex {
   Bytes place_next(Bytes size);
   // place_next() of every announced query still to come, in order, the planner's loop in one
   // call (no call and saved registers per request): query n has size sizes[order[n]] and its
-  // offset goes to offsets[order[n]]. Returns the highest end placed (0: none).
+  // offset goes to offsets[order[n]]. Returns the highest end placed (0: none). More entries in
+  // `order` than announced queries left: a logic_error before any is placed.
   Bytes place_all(std::span<const std::uint32_t> order, const Bytes* sizes, Bytes* offsets);
 
  private:
@@ -150,7 +151,8 @@ class OccupancyIndex {
   // Checks the query and counts it among the known ones; false when its answer extends a kept
   // one (extend_answer) instead of reading the sets. Inlined into its callers, as are the two
   // below: the calls' saved registers were ~10 instructions per query.
-  // place_next()'s body, inlined into place_all() too.
+  // place_next()'s body after its check that a query is left, inlined into place_all() too
+  // (which checks that once for all its queries).
   [[gnu::always_inline]] inline Bytes place_announced(Bytes size);
   // kChecked: the range is checked, and when queries were announced, that it is the next one;
   // kAnnounced: the range is the next announced query's (place_next).

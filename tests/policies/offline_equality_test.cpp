@@ -413,6 +413,8 @@ TEST(OfflinePlanEquality, PlaceAndPlaceNextAreBestFitThenInsert) {
     std::vector<Bytes> all_offsets(queries.size(), ~Bytes{0});
     ASSERT_EQ(placed_all.place_all(order, sizes.data(), all_offsets.data()), top) << "seed " << seed;
     ASSERT_EQ(all_offsets, offsets) << "seed " << seed;
+    EXPECT_THROW(placed_all.place_all(std::span(order).first(1), sizes.data(), all_offsets.data()),
+                 std::logic_error);  // no announced query left
   }
 }
 
