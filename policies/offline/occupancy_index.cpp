@@ -146,16 +146,17 @@ Bytes OccupancyIndex::place_all(std::span<const std::uint32_t> order, const Byte
 inline Bytes OccupancyIndex::place_announced(Bytes size) {
   const auto [first, last] = queries_[queries_done_];
   const Bytes offset = find_best_fit<QueryCheck::kAnnounced>(first, last, size);
-  if (size != 0) record_insert(first, last, OffsetRun{offset, offset + size});
+  if (size != 0) record_insert<true>(first, last, OffsetRun{offset, offset + size});
   return offset;
 }
 
+template <bool announced>
 inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
   if (inserts_ >= kMaxInserts) {
     throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
   }
   ++inserts_;
-  if (!queries_.empty()) {
+  if (announced || !queries_.empty()) {
     insert_log_.push_back(LoggedInsert{first, last, taken});
     if (insert_log_.size() >= compact_at_) compact_log();
     // Deferred while the next queries read no set (they repeat one before: extend_answer reads

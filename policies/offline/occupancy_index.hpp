@@ -245,6 +245,8 @@ class OccupancyIndex {
   [[gnu::always_inline]] inline Bytes find_best_fit(std::uint32_t first, std::uint32_t last, Bytes size);
   // insert() after the checks of its arguments (a checked range, a non-empty run): counts the
   // insert (at most kMaxInserts) and stores or defers it.
+  // `announced`: queries were announced (the caller knows it: no test of queries_).
+  template <bool announced = false>
   void record_insert(std::uint32_t first, std::uint32_t last, OffsetRun taken);
   // Adds the run to the sets: the own sets of the canonical nodes and the begin sets on the path.
   void store(std::uint32_t first, std::uint32_t last, OffsetRun taken);
