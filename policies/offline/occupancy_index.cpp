@@ -49,8 +49,8 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
   // Room up front for what a kept answer usually holds: grown as it was filled, the answers took
   // a few hundred allocations (and as many frees) on a training trace.
   for (KeptAnswer& answer : kept_) answer.runs.reserve(kKeptAnswerRuns);
-  // Per first slot: the latest query starting there, as (last slot << 32 | query index + 1).
-  std::vector<std::uint64_t> latest_by_first(slots_, 0);
+  // Per first slot: 1 + the latest query starting there (0: none yet).
+  std::vector<std::uint32_t> latest_by_first(slots_, 0);
   for (std::uint32_t q = 0; q < queries.size(); ++q) {
     const auto [first, last] = queries[q];
     if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
@@ -72,13 +72,13 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
   }
 }
 
-bool OccupancyIndex::note_repeat(std::uint32_t q, std::vector<std::uint64_t>& latest_by_first) {
+bool OccupancyIndex::note_repeat(std::uint32_t q, std::vector<std::uint32_t>& latest_by_first) {
   const auto [first, last] = queries_[q];
-  const std::uint64_t latest = latest_by_first[first];
-  latest_by_first[first] = std::uint64_t{last} << 32 | (q + 1);
-  if (latest == 0 || latest >> 32 != last) return false;
-  const auto earlier = static_cast<std::uint32_t>(latest) - 1;
-  if (q - earlier > kReuseWindow) return false;
+  const std::uint32_t latest = latest_by_first[first];
+  latest_by_first[first] = q + 1;
+  if (latest == 0) return false;
+  const std::uint32_t earlier = latest - 1;
+  if (q - earlier > kReuseWindow || queries_[earlier].last != last) return false;
   reuses_[q] = earlier + 1;
   keeps_[earlier] = 1;
   return true;

@@ -176,7 +176,7 @@ class OccupancyIndex {
   // The union of parts_ (at least one), in their order.
   std::span<const OffsetRun> merge_parts();
   // Marks the announced queries that repeat a recent one (reuses_, keeps_); true for those.
-  bool note_repeat(std::uint32_t q, std::vector<std::uint64_t>& latest_by_first);
+  bool note_repeat(std::uint32_t q, std::vector<std::uint32_t>& latest_by_first);
   // Query q's answer from that of query `from` (same range) and the inserts since.
   std::span<const OffsetRun> extend_answer(std::uint32_t q, std::uint32_t from);
 
