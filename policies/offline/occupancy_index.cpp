@@ -62,11 +62,12 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
       if (lo & 1) nodes_[lo++].begins_read_until = q + 1;
       if (hi & 1) nodes_[--hi].begins_read_until = q + 1;
     }
-    if (height_ > 0) nodes_[first_leaf >> 1].own_read_until = q + 1;  // (its ancestors' too: below)
+    // The lowest own set on its path (heights 0 and 1 keep none); its ancestors' too: below.
+    if (height_ >= 2) nodes_[first_leaf >> 2].own_read_until = q + 1;
   }
   // The own sets on a first leaf's path are read through the covers, so a node's own set is read
-  // as late as its children's are.
-  for (NodeId v = leaves_; v-- > 1;) {
+  // as late as its children's are (from height 3 up: the nodes below height 2 keep no own set).
+  for (NodeId v = leaves_ / 4; v-- > 1;) {
     nodes_[v].own_read_until =
         std::max({nodes_[v].own_read_until, nodes_[2 * v].own_read_until, nodes_[2 * v + 1].own_read_until});
   }
