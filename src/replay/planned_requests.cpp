@@ -13,23 +13,25 @@ namespace {
 constexpr std::size_t kNone = IdIndex::kNone;
 
 // The requests, with `live` the map from an allocation id to the index of its live request
-// (set(id, index); take(id, requests so far) -> index or kNone). The events go through a span and
-// the requests' count is a local: the vectors' size() would be a division each (events are 56
-// bytes, requests 48); and the map lives in a local object, since members would be reloaded
-// after every store to a request.
+// (set(id, index) -> whether the map holds it; take(id, requests so far) -> index or kNone).
+// Returns whether every set() held (else the requests are not to be used). The events go through
+// a span and the requests' count is a local: the vectors' size() would be a division each (events
+// are 56 bytes, requests 48); and the map lives in a local object, since members would be
+// reloaded after every store to a request (set()'s results are gathered in a local too).
 template <typename LiveMap>
-void collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& requests) {
+bool collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& requests) {
   const std::uint64_t never = trace.events.size() + 1;
   std::size_t next = 0;  // requests.size()
+  bool held = true;
   for (const InitialAllocation& a : trace.initial.allocations) {
-    live.set(a.id, next++);
+    held &= live.set(a.id, next++);
     requests.push_back({0, never, a.requested, a.stream, kNoString, a.id});
   }
   const std::span<const Event> events = trace.events;
   for (std::uint64_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
     if (e.op == Op::Alloc) {
-      live.set(e.id, next++);
+      held &= live.set(e.id, next++);
       requests.push_back({i + 1, never, e.size, e.stream, e.tag, e.id});
     } else if (e.op == Op::Free || e.op == Op::FreeCompleted) {
       const std::size_t index = live.take(e.id, next);
@@ -37,6 +39,7 @@ void collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& req
       requests.data()[index].end = i + 1;
     }
   }
+  return held;
 }
 
 // Allocation ids -> index of the live request, by a table indexed by id: traces number their
@@ -44,7 +47,10 @@ void collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& req
 class DenseLive {
  public:
   explicit DenseLive(AllocId largest) : table_(largest + 1, kNone), slots_(table_.data()), largest_(largest) {}
-  void set(AllocId id, std::size_t index) { slots_[id] = index; }  // (id <= largest: an alloc's)
+  bool set(AllocId id, std::size_t index) {  // (id <= largest: an alloc's)
+    slots_[id] = index;
+    return true;
+  }
   std::size_t take(AllocId id, std::size_t /*requests_so_far*/) {
     if (id > largest_) [[unlikely]]
       return kNone;  // a free of no allocation
@@ -66,10 +72,9 @@ class IdCountsRequests {
  public:
   IdCountsRequests(const std::vector<PlannedRequest>& requests, AllocId first_id, std::uint64_t never)
       : requests_(requests), first_id_(first_id), never_(never) {}
-  // Notes whether the ids counted the requests so far (when one does not, the requests collected
-  // are not used: the caller collects them again with a map).
-  void set(AllocId id, std::size_t index) { counts_ &= id == first_id_ + index; }
-  bool ids_counted() const { return counts_; }
+  // False when the id does not count the requests (then the requests collected are not used:
+  // the caller collects them again with a map).
+  bool set(AllocId id, std::size_t index) const { return id == first_id_ + index; }
   std::size_t take(AllocId id, std::size_t requests_so_far) const {
     const std::size_t index = id - first_id_;  // (an id below the first wraps to a large index)
     if (index >= requests_so_far || requests_.data()[index].end != never_) [[unlikely]] {
@@ -82,13 +87,15 @@ class IdCountsRequests {
   const std::vector<PlannedRequest>& requests_;
   AllocId first_id_;
   std::uint64_t never_;
-  bool counts_ = true;
 };
 
 // The hashed map, for ids far above the number of allocations.
 struct HashedLive {
   IdIndex index{0};  // (dense limit 0: every id hashed)
-  void set(AllocId id, std::size_t k) { index.set(id, k); }
+  bool set(AllocId id, std::size_t k) {
+    index.set(id, k);
+    return true;
+  }
   std::size_t take(AllocId id, std::size_t /*requests_so_far*/) { return index.take(id); }
 };
 
@@ -111,8 +118,7 @@ std::vector<PlannedRequest> planned_requests(const Trace& trace) {
   std::vector<PlannedRequest> requests;
   requests.reserve(trace.initial.allocations.size() + trace.events.size());
   IdCountsRequests counted(requests, first_id, trace.events.size() + 1);
-  collect(trace, counted, requests);
-  if (counted.ids_counted()) return requests;
+  if (collect(trace, counted, requests)) return requests;
   // Other ids: collected again with a table by id when the largest is at most a few times the
   // number of requests, else with a hashed map.
   const std::size_t allocs = requests.size();
