@@ -5,6 +5,7 @@
 #include <bit>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace fraglab::offline {
 
@@ -49,40 +50,44 @@ void OccupancyIndex::note_reads(std::span<const SlotRange> queries) {
   // Room up front for what a kept answer usually holds: grown as it was filled, the answers took
   // a few hundred allocations (and as many frees) on a training trace.
   for (KeptAnswer& answer : kept_) answer.runs.reserve(kKeptAnswerRuns);
+  // The members the loop reads, in locals: its stores to the nodes would make the compiler reload
+  // them after each.
+  NodeSets* const nodes = nodes_.data();
+  std::uint32_t* const reuses = reuses_.get();
+  std::uint8_t* const keeps = keeps_.data();
+  const NodeId leaves = leaves_;
+  const std::uint32_t slots = slots_;
+  const bool own_sets = height_ >= 2;
   // Per first slot: 1 + the latest query starting there (0: none yet).
-  std::vector<std::uint32_t> latest_by_first(slots_, 0);
+  std::vector<std::uint32_t> latest_by_first(slots, 0);
+  std::uint32_t* const latest_at = latest_by_first.data();
   for (std::uint32_t q = 0; q < queries.size(); ++q) {
     const auto [first, last] = queries[q];
-    if (first >= last || last > slots_) throw std::logic_error("OccupancyIndex: bad slot range");
-    reuses_[q] = 0;                                 // (note_repeat sets it for a repeat)
-    if (note_repeat(q, latest_by_first)) continue;  // it reads no set
-    const NodeId first_leaf = leaves_ + first;
-    nodes_[first_leaf].begins_read_until = q + 1;
-    for (NodeId lo = first_leaf + 1, hi = leaves_ + last; lo < hi; lo >>= 1, hi >>= 1) {
-      if (lo & 1) nodes_[lo++].begins_read_until = q + 1;
-      if (hi & 1) nodes_[--hi].begins_read_until = q + 1;
+    if (first >= last || last > slots) throw std::logic_error("OccupancyIndex: bad slot range");
+    // A repeat of one of the kReuseWindow queries before it (the latest one that started at the
+    // same slot) reads no set: it extends that one's answer, kept for it.
+    const std::uint32_t latest = std::exchange(latest_at[first], q + 1);
+    if (latest != 0 && q - (latest - 1) <= kReuseWindow && queries[latest - 1].last == last) {
+      reuses[q] = latest;
+      keeps[latest - 1] = 1;
+      continue;
+    }
+    reuses[q] = 0;
+    const NodeId first_leaf = leaves + first;
+    nodes[first_leaf].begins_read_until = q + 1;
+    for (NodeId lo = first_leaf + 1, hi = leaves + last; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) nodes[lo++].begins_read_until = q + 1;
+      if (hi & 1) nodes[--hi].begins_read_until = q + 1;
     }
     // The lowest own set on its path (heights 0 and 1 keep none); its ancestors' too: below.
-    if (height_ >= 2) nodes_[first_leaf >> 2].own_read_until = q + 1;
+    if (own_sets) nodes[first_leaf >> 2].own_read_until = q + 1;
   }
   // The own sets on a first leaf's path are read through the covers, so a node's own set is read
   // as late as its children's are (from height 3 up: the nodes below height 2 keep no own set).
-  for (NodeId v = leaves_ / 4; v-- > 1;) {
-    nodes_[v].own_read_until =
-        std::max({nodes_[v].own_read_until, nodes_[2 * v].own_read_until, nodes_[2 * v + 1].own_read_until});
+  for (NodeId v = leaves / 4; v-- > 1;) {
+    nodes[v].own_read_until =
+        std::max({nodes[v].own_read_until, nodes[2 * v].own_read_until, nodes[2 * v + 1].own_read_until});
   }
-}
-
-bool OccupancyIndex::note_repeat(std::uint32_t q, std::vector<std::uint32_t>& latest_by_first) {
-  const auto [first, last] = queries_[q];
-  const std::uint32_t latest = latest_by_first[first];
-  latest_by_first[first] = q + 1;
-  if (latest == 0) return false;
-  const std::uint32_t earlier = latest - 1;
-  if (q - earlier > kReuseWindow || queries_[earlier].last != last) return false;
-  reuses_[q] = earlier + 1;
-  keeps_[earlier] = 1;
-  return true;
 }
 
 std::span<const OffsetRun> OccupancyIndex::extend_answer(std::uint32_t q, std::uint32_t from) {

@@ -136,7 +136,7 @@ class OccupancyIndex {
   using NodeId = std::uint32_t;
 
   // Notes the nodes the known queries read (the constructor's pass over them; the nodes start
-  // as read by none).
+  // as read by none), and the queries that repeat a recent one (reuses_, keeps_).
   void note_reads(std::span<const SlotRange> queries);
 
   void add_part(const RunSet& set) {
@@ -175,8 +175,6 @@ class OccupancyIndex {
   RunSet largest_part_last();
   // The union of parts_ (at least one), in their order.
   std::span<const OffsetRun> merge_parts();
-  // Marks the announced queries that repeat a recent one (reuses_, keeps_); true for those.
-  bool note_repeat(std::uint32_t q, std::vector<std::uint32_t>& latest_by_first);
   // Query q's answer from that of query `from` (same range) and the inserts since.
   std::span<const OffsetRun> extend_answer(std::uint32_t q, std::uint32_t from);
 
