@@ -65,11 +65,13 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
     if (arena_) device_.free(*arena_);  // a second replay through the same policy re-plans
     arena_.reset();
     const std::vector<PlannedRequest> requests = planned_requests(trace);
+    // The calls' sizes are noted last: while none is, allocate() knows no call (see allocate_into),
+    // so a prepare() that throws leaves no half-made plan to follow.
     requested_.clear();
-    requested_.reserve(requests.size());  // (pushed: no zero-fill first)
-    for (const PlannedRequest& request : requests) requested_.push_back(request.size);
     plan_ = offline::plan_greedy_by_size(requests, options_.alignment);
     live_.assign(requests.size(), 0);
+    requested_.reserve(requests.size());  // (pushed: no zero-fill first)
+    for (const PlannedRequest& request : requests) requested_.push_back(request.size);
     next_call_ = 0;
     prepared_ = true;
     if (plan_.heap_size == 0) return;  // no requests: no arena
@@ -85,7 +87,8 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
 
   // The Replayer's call: the block written in place, not through an optional (policy.hpp).
   bool allocate_into(Bytes size, StreamId stream, Block& out) override {
-    if (!prepared_ || next_call_ >= requested_.size() || requested_[next_call_] != size) [[unlikely]] {
+    // (Before prepare() the plan has no requests: not_in_plan tells that case apart.)
+    if (next_call_ >= requested_.size() || requested_[next_call_] != size) [[unlikely]] {
       not_in_plan(size);
     }
     const std::size_t k = next_call_++;
