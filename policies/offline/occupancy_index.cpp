@@ -164,7 +164,7 @@ inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t las
   ++inserts_;
   if (announced || !queries_.empty()) {
     insert_log_.push_back(LoggedInsert{first, last, taken});
-    if (insert_log_.size() >= compact_at_) compact_log();
+    if (inserts_ - log_first_ >= compact_at_) compact_log();  // (the log's size, from the counts at hand)
     // Deferred while the next queries read no set (they repeat one before: extend_answer reads
     // the log): a run that touches the deferred one over the same slots joins it, since a set
     // that holds both holds their union and nothing else differs. The sets are stored to when the
