@@ -300,10 +300,9 @@ inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t l
     if (a.empty()) std::swap(a, b);
     if (a.empty()) return best_fit_in(sets_.runs(cover), size);
     if (b.empty()) return best_fit_in_union(sets_.runs(a), sets_.runs(cover), size);
-    std::vector<OffsetRun>& merged = scratch_[0];
-    if (merged.size() < std::size_t{a.size} + b.size) merged.resize(2 * (std::size_t{a.size} + b.size));
-    const std::size_t runs = merge_union(sets_.runs(a), sets_.runs(b), merged.data());
-    return best_fit_in_union({merged.data(), runs}, sets_.runs(cover), size);
+    OffsetRun* const merged = scratch_for(std::size_t{a.size} + b.size)[0];
+    const std::size_t runs = merge_union(sets_.runs(a), sets_.runs(b), merged);
+    return best_fit_in_union({merged, runs}, sets_.runs(cover), size);
   }
   parts_.clear();
   add_part(nodes_[first_leaf].own);
@@ -315,10 +314,9 @@ inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t l
     case 1:
       return best_fit_in_union(sets_.runs(parts_[0]), sets_.runs(cover), size);
     case 2: {  // (the two written out, a few runs, then scanned with the cover)
-      std::vector<OffsetRun>& merged = scratch_[0];
-      if (merged.size() < parts_.runs()) merged.resize(2 * parts_.runs());
-      const std::size_t runs = merge_union(sets_.runs(parts_[0]), sets_.runs(parts_[1]), merged.data());
-      return best_fit_in_union({merged.data(), runs}, sets_.runs(cover), size);
+      OffsetRun* const merged = scratch_for(parts_.runs())[0];
+      const std::size_t runs = merge_union(sets_.runs(parts_[0]), sets_.runs(parts_[1]), merged);
+      return best_fit_in_union({merged, runs}, sets_.runs(cover), size);
     }
     default: {
       add_part(cover);
@@ -444,18 +442,24 @@ RunSet OccupancyIndex::largest_part_last() {
   return parts_.back();
 }
 
+void OccupancyIndex::grow_scratch(std::size_t runs) {
+  scratch_runs_ = 2 * runs;  // (only ever grows: no new buffers per query)
+  for (std::unique_ptr<OffsetRun[]>& buffer : scratch_owned_) {
+    buffer = std::make_unique_for_overwrite<OffsetRun[]>(scratch_runs_);  // (never read before written)
+  }
+  scratch_[0] = scratch_owned_[0].get();
+  scratch_[1] = scratch_owned_[1].get();
+}
+
 std::span<const OffsetRun> OccupancyIndex::merge_parts() {
   if (parts_.size() == 1) return sets_.runs(parts_[0]);
-  const std::size_t total = parts_.runs();
-  for (std::vector<OffsetRun>& buffer : scratch_) {
-    if (buffer.size() < total) buffer.resize(2 * total);  // only ever grows: no filling per query
-  }
+  OffsetRun* const* const buffers = scratch_for(parts_.runs());
   // Pairwise, into the two buffers in turn: the sets overlap heavily, so the union so far stays
   // about the size of the answer (a k-way heap merge costs more on a handful of sets).
   // (The buffers and the parts in locals: members are reloaded after every merge, which writes
   // memory.)
-  OffsetRun* out = scratch_[1].data();
-  OffsetRun* other = scratch_[0].data();
+  OffsetRun* out = buffers[1];
+  OffsetRun* other = buffers[0];
   const RunSet* part = parts_.begin();
   const RunSet* const parts_end = parts_.end();
   std::span<const OffsetRun> united = sets_.runs(*part);

@@ -286,7 +286,16 @@ class OccupancyIndex {
   };
   static_assert(std::countr_zero(kMaxSlots) <= 30, "Parts::kCapacity assumes a tree of height <= 30");
   Parts parts_;
-  std::vector<OffsetRun> scratch_[2];
+  // Two buffers of scratch_runs_ runs each, grown together: one test of their size per query.
+  std::unique_ptr<OffsetRun[]> scratch_owned_[2];
+  OffsetRun* scratch_[2] = {nullptr, nullptr};
+  std::size_t scratch_runs_ = 0;
+  [[gnu::noinline]] void grow_scratch(std::size_t runs);
+  // The two buffers, with room for `runs` runs each.
+  OffsetRun* const* scratch_for(std::size_t runs) {
+    if (scratch_runs_ < runs) grow_scratch(runs);
+    return scratch_;
+  }
 };
 
 }  // namespace fraglab::offline
