@@ -211,16 +211,17 @@ GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Byte
   const std::span<const std::uint32_t> order(placement.get(), requests.size());
   // Each request's slots, in placement order: the index's queries, known before the first.
   // The lower bound's changes per slot are noted in the same pass.
-  std::vector<SlotRange> slot_ranges;
-  slot_ranges.reserve(order.size());  // (filled in order: no zero-fill first)
+  // (An array written in order, entry by entry: no zero-fill first, and no capacity test per
+  // entry as a vector's push_back makes.)
+  const std::unique_ptr<SlotRange[]> slot_ranges = std::make_unique_for_overwrite<SlotRange[]>(order.size());
   MostBytesLive live(slots.slots);
+  SlotRange* range = slot_ranges.get();
   for (const std::uint32_t k : order) {
-    const SlotRange range{slots.before[requests[k].begin], slots.before[requests[k].end]};
-    slot_ranges.push_back(range);
-    live.add(range, plan.sizes[k]);
+    *range = SlotRange{slots.before[requests[k].begin], slots.before[requests[k].end]};
+    live.add(*range++, plan.sizes[k]);
   }
 
-  OccupancyIndex index(slots.slots, slot_ranges);
+  OccupancyIndex index(slots.slots, std::span<const SlotRange>(slot_ranges.get(), order.size()));
   plan.heap_size = index.place_all(order, plan.sizes.data(), plan.offsets.data());
   plan.lower_bound = live.most();
   return plan;

@@ -84,9 +84,11 @@
 
 namespace fraglab::offline {
 
+// (No member initializers: a trivial type, so an array of them can be allocated without being
+// written first.)
 struct SlotRange {
-  std::uint32_t first = 0;
-  std::uint32_t last = 0;  // exclusive
+  std::uint32_t first;
+  std::uint32_t last;  // exclusive
 };
 
 class OccupancyIndex {
