@@ -57,7 +57,7 @@ struct RequestBounds {
 // 11-bit digits (equal keys keep ordinal order) is the spatial order: a few linear passes (three
 // on training traces) instead of n log n comparisons that a branch predictor cannot guess. When
 // the two fields do not fit one 64-bit key, the size goes in a second, more significant pass.
-std::unique_ptr<std::uint32_t[]> placement_order(const std::vector<Bytes>& sizes,
+std::unique_ptr<std::uint32_t[]> placement_order(std::span<const Bytes> sizes,
                                                  const std::vector<PlannedRequest>& requests,
                                                  const RequestBounds& bounds) {
   struct Keyed {
@@ -192,13 +192,14 @@ Bytes planned_size(Bytes requested, Bytes alignment) {
 
 GreedyPlan plan_greedy_by_size(const std::vector<PlannedRequest>& requests, Bytes alignment) {
   GreedyPlan plan;
-  plan.sizes.reserve(requests.size());   // (pushed: no zero-fill first)
+  plan.sizes.resize(requests.size());    // (every one written below, in order: not zero-filled)
   plan.offsets.resize(requests.size());  // (every one written by place_all: not zero-filled)
   RequestBounds bounds;
+  Bytes* planned = plan.sizes.data();
   for (const PlannedRequest& request : requests) {
     if (request.begin >= request.end) throw std::logic_error("offline: a planned request has an empty live interval");
     const Bytes size = planned_size(request.size, alignment);
-    plan.sizes.push_back(size);
+    *planned++ = size;
     bounds.note(size, request);
   }
   if (requests.empty()) return plan;

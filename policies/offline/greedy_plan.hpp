@@ -34,12 +34,12 @@
 namespace fraglab::offline {
 
 struct GreedyPlan {
-  // Per request, in the order of planned_requests(). (Not zero-filled first: the planner writes
-  // every offset, in placement order.)
+  // Per request, in the order of planned_requests(). (Neither is zero-filled first: the planner
+  // writes every size in request order and every offset in placement order.)
   std::vector<Bytes, DefaultInitAllocator<Bytes>> offsets;
-  std::vector<Bytes> sizes;  // planned (rounded) size per request
-  Bytes heap_size = 0;       // max(offset + size): the arena the plan needs
-  Bytes lower_bound = 0;     // most planned bytes live at once: no placement needs less
+  std::vector<Bytes, DefaultInitAllocator<Bytes>> sizes;  // planned (rounded) size
+  Bytes heap_size = 0;                                    // max(offset + size): the arena the plan needs
+  Bytes lower_bound = 0;                                  // most planned bytes live at once: no placement needs less
 };
 
 // The bytes a request occupies in the plan: rounded up to `alignment` (a power of two), and at
