@@ -36,6 +36,7 @@
 
 #include "fraglab/planned_requests.hpp"
 #include "fraglab/policy_kit.hpp"
+#include "offline/default_init_allocator.hpp"
 #include "offline/greedy_plan.hpp"
 
 namespace fraglab {
@@ -70,8 +71,9 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
     requested_.clear();
     plan_ = offline::plan_greedy_by_size(requests, options_.alignment);
     live_.assign(requests.size(), 0);
-    requested_.reserve(requests.size());  // (pushed: no zero-fill first)
-    for (const PlannedRequest& request : requests) requested_.push_back(request.size);
+    requested_.resize(requests.size());  // (every one written below: not zero-filled first)
+    Bytes* requested = requested_.data();
+    for (const PlannedRequest& request : requests) *requested++ = request.size;
     next_call_ = 0;
     prepared_ = true;
     if (plan_.heap_size == 0) return;  // no requests: no arena
@@ -176,7 +178,8 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
   OfflineOptions options_;
   Device& device_;
   bool prepared_ = false;
-  std::vector<Bytes> requested_;  // per planned request: the bytes allocate() must ask for
+  // Per planned request: the bytes allocate() must ask for.
+  std::vector<Bytes, offline::DefaultInitAllocator<Bytes>> requested_;
   offline::GreedyPlan plan_;
   std::vector<std::uint8_t> live_;  // per planned request: handed out, free not completed
   std::size_t next_call_ = 0;       // index of the next allocate() call in the plan
