@@ -31,7 +31,7 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
   if (!queries.empty()) {
     queries_ = queries;
     note_reads(queries);
-    insert_log_.reserve(kMinCompactAt);
+    insert_log_.resize(kMinCompactAt);
   }
 }
 
@@ -111,9 +111,11 @@ void OccupancyIndex::compact_log() {
   for (std::uint32_t n = from; n < queries_done_; ++n) {
     if (keeps_[n]) oldest_needed = std::min(oldest_needed, kept_[n % kept_.size()].inserts);
   }
-  insert_log_.erase(insert_log_.begin(), insert_log_.begin() + (oldest_needed - log_first_));
+  const std::size_t left = inserts_ - oldest_needed;
+  std::copy_n(insert_log_.begin() + (oldest_needed - log_first_), left, insert_log_.begin());
   log_first_ = oldest_needed;
-  compact_at_ = std::max(kMinCompactAt, 2 * insert_log_.size());  // (amortized: what is left doubles first)
+  compact_at_ = std::max(kMinCompactAt, 2 * left);  // (amortized: what is left doubles first)
+  if (insert_log_.size() < compact_at_) insert_log_.resize(compact_at_);
 }
 
 // ---- insert -----------------------------------------------------------------------------------
@@ -163,7 +165,7 @@ inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t las
   }
   ++inserts_;
   if (announced || !queries_.empty()) {
-    insert_log_.push_back(LoggedInsert{first, last, taken});
+    insert_log_[inserts_ - 1 - log_first_] = LoggedInsert{first, last, taken};  // (room: see insert_log_)
     if (inserts_ - log_first_ >= compact_at_) compact_log();  // (the log's size, from the counts at hand)
     // Deferred while the next queries read no set (they repeat one before: extend_answer reads
     // the log): a run that touches the deferred one over the same slots joins it, since a set

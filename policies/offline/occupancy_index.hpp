@@ -80,6 +80,7 @@
 #include <vector>
 
 #include "fraglab/types.hpp"
+#include "offline/default_init_allocator.hpp"
 #include "offline/run_set_store.hpp"
 
 namespace fraglab::offline {
@@ -229,10 +230,12 @@ class OccupancyIndex {
     std::uint32_t last;
     OffsetRun run;
   };
-  // The inserts from number log_first_ on: those a kept answer still to be extended has not
-  // seen (older ones are dropped when the log reaches compact_at_, so it stays about the size of
-  // the window on the planner's one insert per query).
-  std::vector<LoggedInsert> insert_log_;
+  // The inserts from number log_first_ on (entry i - log_first_ is insert i): those a kept answer
+  // still to be extended has not seen (older ones are dropped when the log reaches compact_at_,
+  // so it stays about the size of the window on the planner's one insert per query). The vector
+  // holds compact_at_ entries (unwritten until used), so an insert writes its entry with no
+  // capacity test.
+  std::vector<LoggedInsert, DefaultInitAllocator<LoggedInsert>> insert_log_;
   std::uint32_t log_first_ = 0;
   std::size_t compact_at_ = kMinCompactAt;
   static constexpr std::size_t kMinCompactAt = 1024;
