@@ -417,8 +417,8 @@ inline OccupancyIndex::NodeId OccupancyIndex::refresh_covers(NodeId leaf, std::u
 void OccupancyIndex::rebuild_cover(NodeId v) {
   Cover& cover = covers_[v];
   const RunSet& own = nodes_[v].own;
-  const RunSet parent = v == 1 ? RunSet{} : covers_[v / 2].runs;
-  if (own.empty() || parent.empty()) {  // the cover is the other one: share its block
+  const RunSet parent = covers_[v / 2].runs;  // (the root's "parent", node 0, keeps an empty cover)
+  if (own.empty() || parent.empty()) {        // the cover is the other one: share its block
     cover.runs = own.empty() ? parent : own;
   } else {
     sets_.assign_union(cover.block, parent, own);
