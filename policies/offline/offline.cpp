@@ -69,11 +69,13 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
     // The calls' sizes are noted last: while none is, allocate() knows no call (see allocate_into),
     // so a prepare() that throws leaves no half-made plan to follow.
     requested_.clear();
+    planned_calls_ = 0;
     plan_ = offline::plan_greedy_by_size(requests, options_.alignment);
     live_.assign(requests.size(), 0);
     requested_.resize(requests.size());  // (every one written below: not zero-filled first)
     Bytes* requested = requested_.data();
     for (const PlannedRequest& request : requests) *requested++ = request.size;
+    planned_calls_ = requests.size();
     next_call_ = 0;
     prepared_ = true;
     if (plan_.heap_size == 0) return;  // no requests: no arena
@@ -90,7 +92,7 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
   // The Replayer's call: the block written in place, not through an optional (policy.hpp).
   bool allocate_into(Bytes size, StreamId stream, Block& out) override {
     // (Before prepare() the plan has no requests: not_in_plan tells that case apart.)
-    if (next_call_ >= requested_.size() || requested_[next_call_] != size) [[unlikely]] {
+    if (next_call_ >= planned_calls_ || requested_[next_call_] != size) [[unlikely]] {
       not_in_plan(size);
     }
     const std::size_t k = next_call_++;
@@ -182,6 +184,7 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
   std::vector<Bytes, offline::DefaultInitAllocator<Bytes>> requested_;
   offline::GreedyPlan plan_;
   std::vector<std::uint8_t> live_;  // per planned request: handed out, free not completed
+  std::size_t planned_calls_ = 0;   // requested_.size(), kept as a count for allocate_into's test
   std::size_t next_call_ = 0;       // index of the next allocate() call in the plan
   std::optional<Addr> arena_;
   Bytes free_when_refused_ = 0;  // device free memory when the arena malloc failed
