@@ -108,7 +108,7 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
   // The block stays taken until the free completes (the plan's interval ends there).
   void free_requested(const Block& /*block*/) override {}
   void free_completed(const Block& block) override {
-    if (block.cookie < live_.size()) live_[block.cookie] = 0;
+    if (block.cookie < planned_calls_) live_[block.cookie] = 0;  // (live_ has one flag per planned call)
   }
 
   // The plan's promise: the live blocks lie in the arena without overlapping (the segment view
