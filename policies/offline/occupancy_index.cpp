@@ -350,29 +350,35 @@ inline bool OccupancyIndex::admit(std::uint32_t first, std::uint32_t last) {
 }
 
 inline void OccupancyIndex::collect_parts(std::uint32_t first, std::uint32_t last) {
-  parts_.clear();
-  // Begin: the first leaf's set, then the canonical nodes of (first, last).
   const NodeId first_leaf = leaves_ + first;
-  add_part(nodes_[first_leaf].own);
+  // The covers are refreshed first, so that the parts are then gathered with no call between
+  // them. The own sets of the first leaf's ancestors come through the deepest cover. (The walk
+  // starts at the highest ancestor whose slots all lie below slots_: the bits above the highest
+  // where `first` and slots_ differ are shared, and there slots_ has a 1 and `first` a 0. A node
+  // above spans slots past the last, so no range covers it: its own set and cover stay empty, and
+  // so do its ancestors'.)
+  const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
+  const NodeId deepest = refresh_covers(first_leaf, top + 1);
+  const NodeSets* const nodes = nodes_.data();
+  Parts::Filler parts(parts_);
+  // Begin: the first leaf's set, then the canonical nodes of (first, last).
+  parts.add(nodes[first_leaf].own);
   NodeId lo = first_leaf + 1;
   NodeId hi = leaves_ + last;
   if (lo < hi) {  // (the first step, at the leaves: a leaf's begin set is its own set)
-    if (lo & 1) add_part(nodes_[lo++].own);
-    if (hi & 1) add_part(nodes_[--hi].own);
+    if (lo & 1) parts.add(nodes[lo++].own);
+    if (hi & 1) parts.add(nodes[--hi].own);
     for (lo >>= 1, hi >>= 1; lo < hi; lo >>= 1, hi >>= 1) {
-      if (lo & 1) add_part(nodes_[lo++].begins);
-      if (hi & 1) add_part(nodes_[--hi].begins);
+      if (lo & 1) parts.add(nodes[lo++].begins);
+      if (hi & 1) parts.add(nodes[--hi].begins);
     }
   }
-  // Own: the first leaf's ancestors, through the deepest cover, then the uncached ones below it.
-  // (The walk starts at the highest ancestor whose slots all lie below slots_: the bits above the
-  // highest where `first` and slots_ differ are shared, and there slots_ has a 1 and `first` a 0.
-  // A node above spans slots past the last, so no range covers it: its own set and cover stay
-  // empty, and so do its ancestors'.)
-  const auto top = static_cast<std::uint32_t>(std::bit_width(first ^ slots_)) - 1;
-  const NodeId deepest = refresh_covers(first_leaf, top + 1);
-  if (deepest != 0) add_part(covers_[deepest].runs);
-  add_uncached_own(first_leaf, 2, height_ + 1);  // (height 1 keeps no own set)
+  // Own: the deepest cover, then the own sets of the uncached ancestors below it (height 1
+  // keeps none).
+  if (deepest != 0) parts.add(covers_[deepest].runs);
+  const std::uint32_t uncached_below = std::min(height_ + 1, lowest_cached_height_);
+  for (std::uint32_t height = 2; height < uncached_below; ++height) parts.add(nodes[first_leaf >> height].own);
+  parts.finish();
 }
 
 std::span<const OffsetRun> OccupancyIndex::unite_and_keep() {

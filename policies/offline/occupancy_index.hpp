@@ -282,6 +282,36 @@ class OccupancyIndex {
     const RunSet* begin() const { return parts_.data(); }
     const RunSet* end() const { return parts_.data() + size_; }
 
+    // Fills the parts anew (as clear() then push_back() of the non-empty sets), with the count,
+    // the runs and the largest in locals: the members were stored to after every part (-0.4 % of
+    // the replay's instructions on lm2.7b). finish() writes them back.
+    class Filler {
+     public:
+      explicit Filler(Parts& parts) : parts_(parts), next_(parts.parts_.data()), largest_(next_) {}
+      void add(const RunSet& set) {
+        if (set.empty()) return;
+        if (set.size >= largest_runs_) {
+          largest_runs_ = set.size;
+          largest_ = next_;
+        }
+        *next_++ = set;
+        runs_ += set.size;
+      }
+      void finish() {
+        parts_.size_ = static_cast<std::size_t>(next_ - parts_.parts_.data());
+        parts_.runs_ = runs_;
+        parts_.largest_ = static_cast<std::size_t>(largest_ - parts_.parts_.data());
+        parts_.largest_runs_ = largest_runs_;
+      }
+
+     private:
+      Parts& parts_;
+      RunSet* next_;
+      RunSet* largest_;
+      std::size_t runs_ = 0;
+      std::uint32_t largest_runs_ = 0;
+    };
+
    private:
     std::array<RunSet, kCapacity> parts_;
     std::size_t size_ = 0;
