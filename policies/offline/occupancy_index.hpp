@@ -214,9 +214,10 @@ class OccupancyIndex {
   std::span<const SlotRange> queries_;  // the known queries (empty: any)
   std::uint32_t queries_done_ = 0;
   // Repeated queries (known queries only): per query, 1 + the earlier query whose answer it
-  // extends (0: none; also after the last query, a sentinel) and whether a later one extends its answer; the answers
-  // kept, by query index modulo kReuseWindow + 1 (a kept answer lives until the window has passed it), with the number
-  // of inserts made when each was taken; and every insert since the start.
+  // extends (0: none; also after the last query, a sentinel) and whether a later one extends
+  // its answer; the answers kept, by query index modulo kReuseWindow + 1 (a kept answer lives
+  // until the window has passed it), with the number of inserts made when each was taken; and
+  // every insert since the start.
   std::unique_ptr<std::uint32_t[]> reuses_;
   std::vector<std::uint8_t> keeps_;
   struct KeptAnswer {
