@@ -303,7 +303,7 @@ inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t l
     if (a.empty()) return best_fit_in(sets_.runs(cover), size);
     if (b.empty()) return best_fit_in_union(sets_.runs(a), sets_.runs(cover), size);
     OffsetRun* const merged = scratch_for(std::size_t{a.size} + b.size)[0];
-    const std::size_t runs = merge_union(sets_.runs(a), sets_.runs(b), merged);
+    const std::size_t runs = merge_union</*kNonEmpty=*/true>(sets_.runs(a), sets_.runs(b), merged);
     return best_fit_in_union({merged, runs}, sets_.runs(cover), size);
   }
   parts_.clear();
@@ -317,7 +317,7 @@ inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t l
       return best_fit_in_union(sets_.runs(parts_[0]), sets_.runs(cover), size);
     case 2: {  // (the two written out, a few runs, then scanned with the cover)
       OffsetRun* const merged = scratch_for(parts_.runs())[0];
-      const std::size_t runs = merge_union(sets_.runs(parts_[0]), sets_.runs(parts_[1]), merged);
+      const std::size_t runs = merge_union</*kNonEmpty=*/true>(sets_.runs(parts_[0]), sets_.runs(parts_[1]), merged);
       return best_fit_in_union({merged, runs}, sets_.runs(cover), size);
     }
     default: {
@@ -472,7 +472,7 @@ std::span<const OffsetRun> OccupancyIndex::merge_parts() {
   const RunSet* const parts_end = parts_.end();
   std::span<const OffsetRun> united = sets_.runs(*part);
   for (++part; part != parts_end; ++part) {
-    united = {out, merge_union(united, sets_.runs(*part), out)};
+    united = {out, merge_union</*kNonEmpty=*/true>(united, sets_.runs(*part), out)};  // (parts are non-empty)
     std::swap(out, other);
   }
   return united;

@@ -48,13 +48,18 @@ struct RunSet {
 
 // out = a ∪ b for sorted sets of disjoint non-touching runs; `out` has room for |a| + |b| runs
 // and overlaps neither input. Returns the number of runs written.
+// kNonEmpty: the caller knows neither set is empty (the index's query merges: their parts are
+// non-empty sets), so neither is tested.
+template <bool kNonEmpty = false>
 inline std::size_t merge_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, OffsetRun* out) {
   const OffsetRun* i = a.data();
   const OffsetRun* i_end = i + a.size();
   const OffsetRun* j = b.data();
   const OffsetRun* j_end = j + b.size();
-  if (i == i_end) return static_cast<std::size_t>(std::copy(j, j_end, out) - out);
-  if (j == j_end) return static_cast<std::size_t>(std::copy(i, i_end, out) - out);
+  if constexpr (!kNonEmpty) {
+    if (i == i_end) return static_cast<std::size_t>(std::copy(j, j_end, out) - out);
+    if (j == j_end) return static_cast<std::size_t>(std::copy(i, i_end, out) - out);
+  }
   // The runs of both sets in order of begin; `run` is the output run in progress: a next run that
   // begins at or below its end touches or overlaps it and joins it, one that begins above it
   // starts the next output run (a set's own runs never touch each other, but a run of the other

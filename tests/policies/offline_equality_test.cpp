@@ -290,6 +290,9 @@ TEST(OfflinePlanEquality, MergeAndBestFitInUnionMatchABruteForce) {
     ASSERT_EQ(union_by(offline::merge_union_sparse, a, b), expected) << "seed " << seed;
     ASSERT_EQ(union_by(offline::merge_union_sparse, b, a), expected) << "seed " << seed;
     ASSERT_EQ(union_by(offline::merge_union_sized, a, b), expected) << "seed " << seed;
+    if (!a.empty() && !b.empty()) {  // the variant told that neither is empty
+      ASSERT_EQ(union_by(offline::merge_union<true>, a, b), expected) << "seed " << seed;
+    }
     for (Bytes size = 8; size <= 48; size += 8) {
       // The definition: every gap below the top run, the smallest that holds `size`, lowest first.
       Bytes want = expected.empty() ? 0 : expected.back().second;
