@@ -286,7 +286,7 @@ inline Bytes OccupancyIndex::find_best_fit(std::uint32_t first, std::uint32_t la
     return best_fit_in(parts_.empty() ? std::span<const OffsetRun>{} : sets_.runs(parts_[0]), size);
   const RunSet largest = largest_part_last();
   parts_.pop_back();
-  return best_fit_in_union(merge_parts(), sets_.runs(largest), size);
+  return best_fit_in_union</*kNonEmpty=*/true>(merge_parts(), sets_.runs(largest), size);  // (non-empty parts)
 }
 
 inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t last, Bytes size) {
@@ -324,7 +324,7 @@ inline Bytes OccupancyIndex::short_best_fit(std::uint32_t first, std::uint32_t l
       add_part(cover);
       const RunSet largest = largest_part_last();
       parts_.pop_back();
-      return best_fit_in_union(merge_parts(), sets_.runs(largest), size);
+      return best_fit_in_union</*kNonEmpty=*/true>(merge_parts(), sets_.runs(largest), size);  // (non-empty parts)
     }
   }
 }

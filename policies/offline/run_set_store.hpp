@@ -188,6 +188,8 @@ inline Bytes best_fit_in(std::span<const OffsetRun> taken, Bytes size) {
 // with `top` the highest end so far; a run that begins above `top` leaves the gap [top, begin)
 // in the union (one that begins at or below it touches or overlaps the union so far). The same
 // gaps in the same order as a scan of the merged set, hence the same choice.
+// kNonEmpty: the caller knows neither set is empty (as merge_union's).
+template <bool kNonEmpty = false>
 inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const OffsetRun> b, Bytes size) {
   const OffsetRun* i = a.data();
   const OffsetRun* i_end = i + a.size();
@@ -208,7 +210,7 @@ inline Bytes best_fit_in_union(std::span<const OffsetRun> a, std::span<const Off
   // As in merge_union: `i` is the set whose last run begins first (runs of equal begin leave the
   // same gaps in either order), so it runs out first and the loop need not watch `j`; then the
   // rest of `j`.
-  if (i != i_end && j != j_end) {
+  if (kNonEmpty || (i != i_end && j != j_end)) {
     if (i_end[-1].begin > j_end[-1].begin) {
       std::swap(i, j);
       std::swap(i_end, j_end);

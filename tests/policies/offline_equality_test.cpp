@@ -307,6 +307,9 @@ TEST(OfflinePlanEquality, MergeAndBestFitInUnionMatchABruteForce) {
         gap_begin = end;
       }
       ASSERT_EQ(offline::best_fit_in_union(a, b, size), want) << "seed " << seed << ", size " << size;
+      if (!a.empty() && !b.empty()) {  // the variant told that neither is empty
+        ASSERT_EQ(offline::best_fit_in_union<true>(a, b, size), want) << "seed " << seed << ", size " << size;
+      }
       ASSERT_EQ(offline::best_fit_in(merged, size), want) << "seed " << seed << ", size " << size;
     }
   }
