@@ -132,16 +132,25 @@ Bytes OccupancyIndex::place(std::uint32_t first, std::uint32_t last, Bytes size)
   return offset;
 }
 
+void OccupancyIndex::check_insert_count(std::size_t more) const {
+  if (more > kMaxInserts - inserts_) {
+    throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
+  }
+}
+
 Bytes OccupancyIndex::place_next(Bytes size) {
   if (queries_done_ >= queries_.size()) throw std::logic_error("OccupancyIndex: no announced query left");
+  check_insert_count(1);
   return place_announced(size);
 }
 
 Bytes OccupancyIndex::place_all(std::span<const std::uint32_t> order, const Bytes* sizes, Bytes* offsets) {
-  // (Checked once for the whole loop, not per query.)
+  // (Checked once for the whole loop, not per query: the queries left, and room in the insert
+  // count for one insert per query, as if none were of size 0.)
   if (order.size() > queries_.size() - queries_done_) {
     throw std::logic_error("OccupancyIndex: fewer announced queries left than place_all was given");
   }
+  check_insert_count(order.size());
   Bytes top = 0;
   for (const std::uint32_t k : order) {
     const Bytes offset = place_announced(sizes[k]);
@@ -160,9 +169,7 @@ inline Bytes OccupancyIndex::place_announced(Bytes size) {
 
 template <bool announced>
 inline void OccupancyIndex::record_insert(std::uint32_t first, std::uint32_t last, OffsetRun taken) {
-  if (inserts_ >= kMaxInserts) {
-    throw std::length_error("offline: more inserts than the occupancy index counts (2^32 - 2)");
-  }
+  if (!announced) check_insert_count(1);  // (the announced ones' callers check it: see there)
   ++inserts_;
   if (announced || !queries_.empty()) {
     insert_log_[inserts_ - 1 - log_first_] = LoggedInsert{first, last, taken};  // (room: see insert_log_)

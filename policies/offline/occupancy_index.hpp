@@ -132,7 +132,8 @@ class OccupancyIndex {
   // place_next() of every announced query still to come, in order, the planner's loop in one
   // call (no call and saved registers per request): query n has size sizes[order[n]] and its
   // offset goes to offsets[order[n]]. Returns the highest end placed (0: none). More entries in
-  // `order` than announced queries left: a logic_error before any is placed.
+  // `order` than announced queries left: a logic_error before any is placed; more than the insert
+  // count has room for (kMaxInserts, counting one insert per entry): a length_error, likewise.
   Bytes place_all(std::span<const std::uint32_t> order, const Bytes* sizes, Bytes* offsets);
 
  private:
@@ -249,9 +250,12 @@ class OccupancyIndex {
   [[gnu::always_inline]] inline Bytes find_best_fit(std::uint32_t first, std::uint32_t last, Bytes size);
   // insert() after the checks of its arguments (a checked range, a non-empty run): counts the
   // insert (at most kMaxInserts) and stores or defers it.
-  // `announced`: queries were announced (the caller knows it: no test of queries_).
+  // `announced`: queries were announced (the caller knows it: no test of queries_), and the
+  // caller checked the insert count (check_insert_count) for this insert.
   template <bool announced = false>
   void record_insert(std::uint32_t first, std::uint32_t last, OffsetRun taken);
+  // Throws length_error unless `more` inserts keep the count within kMaxInserts.
+  void check_insert_count(std::size_t more) const;
   // Adds the run to the sets: the own sets of the canonical nodes and the begin sets on the path.
   void store(std::uint32_t first, std::uint32_t last, OffsetRun taken);
   // The query in progress: the sets whose union is the answer, and two buffers to merge in.
