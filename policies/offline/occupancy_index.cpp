@@ -153,9 +153,10 @@ Bytes OccupancyIndex::place_all(std::span<const std::uint32_t> order, const Byte
   check_insert_count(order.size());
   Bytes top = 0;
   for (const std::uint32_t k : order) {
-    const Bytes offset = place_announced(sizes[k]);
+    const Bytes size = sizes[k];  // (read once: the placement's stores could be to it, for all the compiler knows)
+    const Bytes offset = place_announced(size);
     offsets[k] = offset;
-    top = std::max(top, offset + sizes[k]);
+    top = std::max(top, offset + size);
   }
   return top;
 }
