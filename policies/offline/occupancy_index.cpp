@@ -290,7 +290,7 @@ inline Bytes OccupancyIndex::find_best_fit(std::uint32_t first, std::uint32_t la
   }
   collect_parts(first, last);
   if (kept()) return best_fit_in(unite_and_keep(), size);
-  if (parts_.size() <= 1)
+  if (parts_.at_most_one())
     return best_fit_in(parts_.empty() ? std::span<const OffsetRun>{} : sets_.runs(parts_[0]), size);
   const RunSet largest = largest_part_last();
   parts_.pop_back();
@@ -443,7 +443,7 @@ void OccupancyIndex::rebuild_cover(NodeId v) {
 
 std::span<const OffsetRun> OccupancyIndex::unite_parts() {
   if (parts_.empty()) return {};
-  if (parts_.size() == 1) return sets_.runs(parts_[0]);
+  if (parts_.at_most_one()) return sets_.runs(parts_[0]);  // (at least one)
   largest_part_last();
   return merge_parts();
 }
@@ -454,7 +454,7 @@ RunSet OccupancyIndex::largest_part_last() {
   // of disjoint, non-touching runs is unique). Only the largest is moved: a full sort of the
   // parts by size cost more than it saved in the merges (on lm2.7b -1.4 % of the plan's
   // instructions without it; the 75-step GPT2-XL trace -2.6 %).
-  std::swap(parts_[parts_.largest()], parts_[parts_.size() - 1]);
+  std::swap(parts_.largest(), parts_.back());
   return parts_.back();
 }
 
@@ -468,7 +468,7 @@ void OccupancyIndex::grow_scratch(std::size_t runs) {
 }
 
 std::span<const OffsetRun> OccupancyIndex::merge_parts() {
-  if (parts_.size() == 1) return sets_.runs(parts_[0]);
+  if (parts_.at_most_one()) return sets_.runs(parts_[0]);  // (at least one)
   OffsetRun* const* const buffers = scratch_for(parts_.runs());
   // Pairwise, into the two buffers in turn: the sets overlap heavily, so the union so far stays
   // about the size of the answer (a k-way heap merge costs more on a handful of sets).

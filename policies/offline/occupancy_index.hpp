@@ -265,31 +265,41 @@ class OccupancyIndex {
   class Parts {
    public:
     static constexpr std::size_t kCapacity = 3 * 30 + 2;  // height <= 30 (kMaxSlots = 2^30)
-    std::size_t size() const { return size_; }
-    bool empty() const { return size_ == 0; }
+    // (The end and the largest are kept as pointers into the array, not counts: the Filler's
+    // pointers are stored as they are, with no division by the size of a RunSet. So a Parts is
+    // neither copied nor moved.)
+    Parts() = default;
+    Parts(const Parts&) = delete;
+    Parts& operator=(const Parts&) = delete;
+    std::size_t size() const { return static_cast<std::size_t>(end_ - parts_.data()); }
+    bool empty() const { return end_ == parts_.data(); }
+    bool at_most_one() const { return end_ <= parts_.data() + 1; }
     // The runs in all parts.
     std::size_t runs() const { return runs_; }
-    void clear() { size_ = runs_ = largest_ = largest_runs_ = 0; }
+    void clear() {
+      end_ = largest_ = parts_.data();
+      runs_ = largest_runs_ = 0;
+    }
     void push_back(const RunSet& set) {
       if (set.size >= largest_runs_) {
         largest_runs_ = set.size;
-        largest_ = size_;
+        largest_ = end_;
       }
-      parts_[size_++] = set;
+      *end_++ = set;
       runs_ += set.size;
     }
-    // The index of the largest part (the last of equal ones), noted as they come: a pass over
-    // the parts to find it cost more. (Not kept up by pop_back or by writes through [].)
-    std::size_t largest() const { return largest_; }
-    void pop_back() { runs_ -= parts_[--size_].size; }
+    // The largest part (the last of equal ones), noted as they come: a pass over the parts to find
+    // it cost more. (Not kept up by pop_back or by writes through [].)
+    RunSet& largest() { return *largest_; }
+    void pop_back() { runs_ -= (--end_)->size; }
     RunSet& operator[](std::size_t k) { return parts_[k]; }
-    const RunSet& back() const { return parts_[size_ - 1]; }
+    RunSet& back() { return end_[-1]; }
     const RunSet* begin() const { return parts_.data(); }
-    const RunSet* end() const { return parts_.data() + size_; }
+    const RunSet* end() const { return end_; }
 
-    // Fills the parts anew (as clear() then push_back() of the non-empty sets), with the count,
-    // the runs and the largest in locals: the members were stored to after every part (-0.4 % of
-    // the replay's instructions on lm2.7b). finish() writes them back.
+    // Fills the parts anew (as clear() then push_back() of the non-empty sets), with the end, the
+    // runs and the largest in locals: the members were stored to after every part (-0.4 % of the
+    // replay's instructions on lm2.7b). finish() writes them back.
     class Filler {
      public:
       explicit Filler(Parts& parts) : parts_(parts), next_(parts.parts_.data()), largest_(next_) {}
@@ -303,9 +313,9 @@ class OccupancyIndex {
         runs_ += set.size;
       }
       void finish() {
-        parts_.size_ = static_cast<std::size_t>(next_ - parts_.parts_.data());
+        parts_.end_ = next_;
         parts_.runs_ = runs_;
-        parts_.largest_ = static_cast<std::size_t>(largest_ - parts_.parts_.data());
+        parts_.largest_ = largest_;
         parts_.largest_runs_ = largest_runs_;
       }
 
@@ -319,9 +329,9 @@ class OccupancyIndex {
 
    private:
     std::array<RunSet, kCapacity> parts_;
-    std::size_t size_ = 0;
+    RunSet* end_ = parts_.data();
+    RunSet* largest_ = parts_.data();
     std::size_t runs_ = 0;
-    std::size_t largest_ = 0;
     std::uint32_t largest_runs_ = 0;
   };
   static_assert(std::countr_zero(kMaxSlots) <= 30, "Parts::kCapacity assumes a tree of height <= 30");
