@@ -71,7 +71,7 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
     requested_.clear();
     planned_calls_ = 0;
     plan_ = offline::plan_greedy_by_size(requests, options_.alignment);
-    live_.assign(requests.size(), 0);
+    live_.resize(requests.size());       // (not zero-filled: a call writes its flag before segments() reads it)
     requested_.resize(requests.size());  // (every one written below: not zero-filled first)
     Bytes* requested = requested_.data();
     for (const PlannedRequest& request : requests) *requested++ = request.size;
@@ -136,7 +136,7 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
   std::vector<SegmentView> segments() const override {
     if (!arena_) return {};
     std::vector<std::size_t> live;
-    for (std::size_t k = 0; k < live_.size(); ++k) {
+    for (std::size_t k = 0; k < next_call_; ++k) {  // (the calls made so far: each wrote its flag)
       if (live_[k]) live.push_back(k);
     }
     std::sort(live.begin(), live.end(),
@@ -164,7 +164,8 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
           fmt::format("offline: allocate() call {} ({} bytes) is not in the plan, which has {} requests", next_call_,
                       size, requested_.size()));
     }
-    const std::size_t k = next_call_++;  // (counted, as a call the plan knows)
+    const std::size_t k = next_call_++;  // (counted, as a call the plan knows, and not live)
+    live_[k] = 0;
     throw std::logic_error(fmt::format(
         "offline: allocate() call {} asks for {} bytes but the plan's request {} has {}: the calls do not follow "
         "planned_requests(trace)",
@@ -183,9 +184,10 @@ class OfflinePolicy final : public kit::DirectDefaults<OfflinePolicy, kit::Retry
   // Per planned request: the bytes allocate() must ask for.
   std::vector<Bytes, offline::DefaultInitAllocator<Bytes>> requested_;
   offline::GreedyPlan plan_;
-  std::vector<std::uint8_t> live_;  // per planned request: handed out, free not completed
-  std::size_t planned_calls_ = 0;   // requested_.size(), kept as a count for allocate_into's test
-  std::size_t next_call_ = 0;       // index of the next allocate() call in the plan
+  // Per planned request: handed out, free not completed (written by its call: see segments()).
+  std::vector<std::uint8_t, offline::DefaultInitAllocator<std::uint8_t>> live_;
+  std::size_t planned_calls_ = 0;  // requested_.size(), kept as a count for allocate_into's test
+  std::size_t next_call_ = 0;      // index of the next allocate() call in the plan
   std::optional<Addr> arena_;
   Bytes free_when_refused_ = 0;  // device free memory when the arena malloc failed
 };
