@@ -28,6 +28,7 @@ OccupancyIndex::OccupancyIndex(std::uint32_t slots, std::span<const SlotRange> q
   cover_ages_.resize(2 * cached, CoverAge{.own_changed_at = ~std::uint32_t{0}});
   std::fill_n(cover_ages_.begin(), cached, CoverAge{});
   covers_.resize(cached);
+  cached_nodes_ = cached;
   if (!queries.empty()) {
     queries_ = queries;
     note_reads(queries);
@@ -210,7 +211,7 @@ void OccupancyIndex::store(std::uint32_t first, std::uint32_t last, OffsetRun ta
   // (which writes memory). The node arrays never change size after the constructor.
   NodeSets* const nodes = nodes_.data();
   CoverAge* const ages = cover_ages_.data();
-  const std::size_t cached = covers_.size();
+  const std::size_t cached = cached_nodes_;  // (covers_.size() is a division by a Cover's 24 bytes)
   const std::uint32_t done = queries_done_;
   const std::uint32_t inserts = inserts_;
   // Whether a query to come reads a set that the queries before `read_until` read last.

@@ -210,7 +210,8 @@ class OccupancyIndex {
   // By node id, for the cached levels, then the level below them as sentinels: changed "at"
   // all ones, after any build (see refresh_covers).
   std::vector<CoverAge> cover_ages_;
-  std::vector<Cover> covers_;  // the same
+  std::vector<Cover> covers_;     // the same
+  std::size_t cached_nodes_ = 0;  // the cached nodes: ids below this (covers_.size())
   std::uint32_t inserts_ = 0;
   std::span<const SlotRange> queries_;  // the known queries (empty: any)
   std::uint32_t queries_done_ = 0;
