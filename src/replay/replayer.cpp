@@ -77,7 +77,7 @@ class LiveTable {
       std::unique_ptr<Page>& page = pages_[id >> kPageBits];
       if (page != nullptr && page->slots[id & kPageMask].in_use) {
         page->slots[id & kPageMask] = LiveAllocation{};
-        if (--page->live == 0) page.reset();
+        if (--page->live == 0) release(page);
         return;
       }
     }
@@ -167,15 +167,28 @@ class LiveTable {
     if (id >= dense_bound_) return sparse_[id];
     const std::size_t p = static_cast<std::size_t>(id >> kPageBits);
     if (p >= pages_.size()) pages_.resize(p + 1);
-    if (pages_[p] == nullptr) pages_[p] = std::make_unique<Page>();
+    if (pages_[p] == nullptr) pages_[p] = spare_ != nullptr ? std::move(spare_) : std::make_unique<Page>();
     LiveAllocation& slot = pages_[p]->slots[id & kPageMask];
     if (!slot.in_use) ++pages_[p]->live;  // the caller marks it in use
     return slot;
   }
 
+  // A page whose last live slot was erased: kept as the spare that the next new page takes, not
+  // freed. Every slot of it is reset (erase resets a slot), so it is a new page as it is. Without
+  // it, a phase that frees each allocation before the next one (at most one live id in the newest
+  // page) made and zero-filled a page of 4,096 slots per alloc.
+  void release(std::unique_ptr<Page>& page) {
+    if (spare_ == nullptr) {
+      spare_ = std::move(page);
+    } else {
+      page.reset();
+    }
+  }
+
   bool paged_ = false;  // a streamed replay's table; else the dense one (ids beyond its limit in sparse_)
   std::uint64_t dense_bound_ = 1024;
   std::vector<std::unique_ptr<Page>> pages_;
+  std::unique_ptr<Page> spare_;
   // Dense: ids below dense_limit_ have their slot in storage_, room for capacity_ slots, of which
   // the first constructed_ are constructed (LiveAllocation is trivially destructible: nothing to
   // destroy); the others are in sparse_.

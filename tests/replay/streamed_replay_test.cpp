@@ -17,6 +17,7 @@
 #include "fraglab/trace_stream.hpp"
 #include "fraglab/workload.hpp"
 #include "support/command.hpp"
+#include "support/events.hpp"
 #include "support/real_traces.hpp"
 
 namespace fraglab {
@@ -121,6 +122,35 @@ TEST(StreamedReplay, GeneratedTracesGiveTheWholeReplaysResults) {
     expect_streamed_equals_whole(path, "sim:80GiB", {65536}, false, false);
     expect_streamed_equals_whole(path, "sim:4GiB", {TraceStream::kDefaultWindow}, false, false);
   }
+}
+
+// A streamed replay keeps live ids in pages of 4,096 slots, dropping a page once nothing in it is
+// live and keeping the last one dropped as a spare for the next new page. This trace empties
+// pages and takes the spare back under other page numbers: page 0 emptied, then page 1 made from
+// it; alloc/free pairs through the rest of page 1 and into page 2, which empties after every pair;
+// then page 1 emptied, and new ids in page 0 land on slots that held ids of page 2. A slot left as
+// it was by a page's earlier use would count the page's live slots wrong: a free ignored, or a
+// page dropped with an allocation still live, and the results would differ from the whole replay.
+TEST(StreamedReplay, PagesEmptiedAndTakenBackGiveTheWholeReplaysResults) {
+  using test::alloc;
+  using test::with_op;
+  std::vector<Event> events = {alloc(1, 1 * MiB),    alloc(2, 3 * MiB),    alloc(3, 500 * KiB), with_op(Op::Free, 1),
+                               with_op(Op::Free, 2), with_op(Op::Free, 3), alloc(4100, 2 * MiB)};
+  for (AllocId id = 4101; id <= 8300; ++id) {
+    events.push_back(alloc(id, (id * 7919) % (5 * MiB) + 1));
+    events.push_back(with_op(Op::Free, id));
+  }
+  events.push_back(with_op(Op::Free, 4100));
+  for (const AllocId id : {5, 6, 8199}) events.push_back(alloc(id, id * KiB));
+  for (const AllocId id : {6, 8199, 5}) events.push_back(with_op(Op::Free, id));
+  Trace trace;
+  trace.name = "pages";
+  trace.events = std::move(events);
+  validate_trace(trace, "pages");
+  const fs::path path = testing::scratch_dir("streamed_replay") / "pages.jsonl";
+  write_jsonl_file(trace, path.string());
+  expect_streamed_equals_whole(path, "sim:80GiB", {300, TraceStream::kDefaultWindow});
+  expect_streamed_equals_whole(path, "sim:12MiB", {300});  // OOMs: their slots are freed too
 }
 
 // A real snapshot's requests without its start state and observed events: what a streamed replay
