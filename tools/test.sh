@@ -15,10 +15,12 @@ cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 tools/install-deps.sh
 
-# No -Werror here: with the sanitizers' instrumentation GCC 12 warns falsely (-Wmaybe-uninitialized
-# inside libstdc++'s std::regex); the Release build below is the one held to zero warnings.
-# -g1: line tables only. Sanitizer reports still name file and line; the build is much lighter.
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DFRAGLAB_SANITIZE=ON \
+# -Og: a third less compile time than -O1 under the sanitizers (841 against 1,292 CPU seconds for
+# this build), and the suite runs about as fast. -g1: line tables only; sanitizer reports still
+# name file and line, and the build is much lighter. No -Werror here: with the sanitizers'
+# instrumentation GCC 12 can warn falsely (at -O1, -Wmaybe-uninitialized inside libstdc++'s
+# std::regex); the Release build below is the one held to zero warnings.
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DFRAGLAB_SANITIZE=ON \
       -DFRAGLAB_BENCH=OFF \
       -DFRAGLAB_REQUIRE_REAL_TRACES="${FRAGLAB_REQUIRE_REAL_TRACES:-OFF}" > /dev/null
 cmake --build build-asan -j "$jobs"
