@@ -75,13 +75,4 @@ StreamBlocks& FreeBlockSet::of(StreamId stream) {
   return added;
 }
 
-NodeId FreeBlockSet::id_of(const FreeKey& key) const {
-  const StreamBlocks* blocks = find(key.stream);
-  if (blocks == nullptr) return kNil;
-  const SizeAddr k = size_addr(key.size, key.addr);
-  const StreamBlocks::Pos p = blocks->lower_bound(k);
-  if (blocks->is_end(p) || blocks->size_at(p) != key.size || blocks->addr_at(p) != key.addr) return kNil;
-  return blocks->id_at(p);
-}
-
 }  // namespace fraglab::cca

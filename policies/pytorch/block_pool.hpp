@@ -439,8 +439,6 @@ class FreeBlockSet {
     (blocks != nullptr ? *blocks : of(entry.stream)).insert(size_addr(entry.size, entry.addr), entry.id);
   }
   void erase(const FreeKey& key) { find(key.stream)->erase(size_addr(key.size, key.addr)); }  // must be present
-  // The id filed under `key`, or kNil.
-  NodeId id_of(const FreeKey& key) const;
   std::size_t size() const {
     std::size_t n = 0;
     for (const auto& s : streams_) n += s.second.size();

@@ -251,18 +251,5 @@ TEST(FreeBlockSet, SizeClassesAreMonotonic) {
   }
 }
 
-TEST(FreeBlockSet, IdOfFindsExactlyTheFiledKey) {
-  FreeBlockSet set;
-  set.insert(FreeEntry{7, 4096, 0x2000, 3});
-  set.insert(FreeEntry{7, 4096, 0x1000, 4});
-  set.insert(FreeEntry{5, 4096, 0x1000, 5});
-  EXPECT_EQ(set.id_of(FreeKey{7, 4096, 0x1000}), 4u);
-  EXPECT_EQ(set.id_of(FreeKey{7, 4096, 0x2000}), 3u);
-  EXPECT_EQ(set.id_of(FreeKey{5, 4096, 0x1000}), 5u);
-  EXPECT_EQ(set.id_of(FreeKey{7, 4096, 0x1800}), kNil);  // between two keys
-  EXPECT_EQ(set.id_of(FreeKey{6, 4096, 0x1000}), kNil);  // a stream with no blocks
-  EXPECT_EQ(set.id_of(FreeKey{7, 8192, 0x1000}), kNil);  // past the end
-}
-
 }  // namespace
 }  // namespace fraglab::cca::test
