@@ -42,29 +42,6 @@ bool collect(const Trace& trace, LiveMap& live, std::vector<PlannedRequest>& req
   return held;
 }
 
-// Allocation ids -> index of the live request, by a table indexed by id: traces number their
-// allocations densely (fraglab/id_index.hpp), so every id is below the table's size.
-class DenseLive {
- public:
-  explicit DenseLive(AllocId largest) : table_(largest + 1, kNone), slots_(table_.data()), largest_(largest) {}
-  bool set(AllocId id, std::size_t index) {  // (id <= largest: an alloc's)
-    slots_[id] = index;
-    return true;
-  }
-  std::size_t take(AllocId id, std::size_t /*requests_so_far*/) {
-    if (id > largest_) [[unlikely]]
-      return kNone;  // a free of no allocation
-    const std::size_t index = slots_[id];
-    slots_[id] = kNone;
-    return index;
-  }
-
- private:
-  std::vector<std::size_t> table_;
-  std::size_t* slots_;  // table_.data(), in the object the loop keeps in registers
-  AllocId largest_;
-};
-
 // Allocation ids that count the requests from the first one's id (the trace readers and gen
 // number the allocations 1, 2, ...): the index is the id minus that, with no map at all. The
 // request of an id is live until its end is set.
@@ -89,9 +66,10 @@ class IdCountsRequests {
   std::uint64_t never_;
 };
 
-// The hashed map, for ids far above the number of allocations.
-struct HashedLive {
-  IdIndex index{0};  // (dense limit 0: every id hashed)
+// Any other ids: IdIndex, a table by id when the largest id is at most a few times the number of
+// requests, else every id hashed.
+struct IndexedLive {
+  IdIndex index;
   bool set(AllocId id, std::size_t k) {
     index.set(id, k);
     return true;
@@ -119,8 +97,7 @@ std::vector<PlannedRequest> planned_requests(const Trace& trace) {
   requests.reserve(trace.initial.allocations.size() + trace.events.size());
   IdCountsRequests counted(requests, first_id, trace.events.size() + 1);
   if (collect(trace, counted, requests)) return requests;
-  // Other ids: collected again with a table by id when the largest is at most a few times the
-  // number of requests, else with a hashed map.
+  // Other ids: collected again with IndexedLive.
   const std::size_t allocs = requests.size();
   requests.clear();
   AllocId largest = 0;
@@ -128,13 +105,10 @@ std::vector<PlannedRequest> planned_requests(const Trace& trace) {
   for (const Event& e : trace.events) {
     if (e.op == Op::Alloc) largest = std::max(largest, e.id);
   }
-  if (largest < 4 * allocs + 1024) {
-    DenseLive live(largest);
-    collect(trace, live, requests);
-  } else {
-    HashedLive live;
-    collect(trace, live, requests);
-  }
+  const bool dense = largest < 4 * allocs + 1024;
+  IndexedLive live{IdIndex(dense ? largest + 1 : 0)};
+  if (dense) live.index.reserve_table(largest + 1);
+  collect(trace, live, requests);
   return requests;
 }
 
